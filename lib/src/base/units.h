@@ -11,6 +11,9 @@
 
 namespace rowan {
 
+// 128-bit intermediates for rate × time products (GCC and clang).
+__extension__ using u128 = u128;
+
 /// A byte count (sizes, windows, in-flight). quiche's QuicByteCount.
 using Bytes = uint64_t;
 
@@ -88,8 +91,8 @@ class BitsPerSec {
   /// The rate at which `bytes` are delivered in `d`; zero when d <= 0.
   static constexpr BitsPerSec from_bytes_per(Bytes bytes, Duration d) {
     if (d.ns() <= 0) return zero();
-    const unsigned __int128 bits = static_cast<unsigned __int128>(bytes) * 8U * 1000000000U;
-    const unsigned __int128 r = bits / static_cast<unsigned __int128>(d.ns());
+    const u128 bits = static_cast<u128>(bytes) * 8U * 1000000000U;
+    const u128 r = bits / static_cast<u128>(d.ns());
     return BitsPerSec(r > std::numeric_limits<uint64_t>::max() ? std::numeric_limits<uint64_t>::max()
                                                                : static_cast<uint64_t>(r));
   }
@@ -101,17 +104,17 @@ class BitsPerSec {
   /// Bytes sent at this rate in `d` (rounded down; the BDP when d is an RTT).
   constexpr Bytes bytes_in(Duration d) const {
     if (d.ns() <= 0) return 0;
-    const unsigned __int128 b =
-        static_cast<unsigned __int128>(bps_) * static_cast<unsigned __int128>(d.ns()) / 8000000000U;
+    const u128 b =
+        static_cast<u128>(bps_) * static_cast<u128>(d.ns()) / 8000000000U;
     return b > std::numeric_limits<Bytes>::max() ? std::numeric_limits<Bytes>::max()
                                                  : static_cast<Bytes>(b);
   }
   /// Time to serialize `bytes` at this rate (rounded up); infinite at zero rate.
   constexpr Duration transfer_time(Bytes bytes) const {
     if (bps_ == 0) return Duration::infinite();
-    const unsigned __int128 num = static_cast<unsigned __int128>(bytes) * 8000000000U;
-    const unsigned __int128 ns = (num + bps_ - 1) / bps_;
-    return ns > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max())
+    const u128 num = static_cast<u128>(bytes) * 8000000000U;
+    const u128 ns = (num + bps_ - 1) / bps_;
+    return ns > static_cast<u128>(std::numeric_limits<int64_t>::max())
                ? Duration::infinite()
                : Duration::from_ns(static_cast<int64_t>(ns));
   }
