@@ -12,7 +12,7 @@
 namespace rowan {
 
 // 128-bit intermediates for rate × time products (GCC and clang).
-__extension__ using u128 = u128;
+__extension__ typedef unsigned __int128 u128;  // NOLINT(modernize-use-using)
 
 /// A byte count (sizes, windows, in-flight). quiche's QuicByteCount.
 using Bytes = uint64_t;
