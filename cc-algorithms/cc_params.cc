@@ -30,12 +30,18 @@ BitsPerSec parse_rate(const std::string& text) {
   if (suffix.ends_with("/s")) suffix.resize(suffix.size() - 2);
   if (suffix.ends_with("ps")) suffix.resize(suffix.size() - 2), suffix += "bit";
   double mult = 0;
-  if (suffix.empty() || suffix == "bit" || suffix == "b") mult = 1;
-  else if (suffix == "kbit" || suffix == "kb" || suffix == "k") mult = 1e3;
-  else if (suffix == "mbit" || suffix == "mb" || suffix == "m") mult = 1e6;
-  else if (suffix == "gbit" || suffix == "gb" || suffix == "g") mult = 1e9;
-  else if (suffix == "tbit" || suffix == "tb" || suffix == "t") mult = 1e12;
-  else throw CcParamError("'" + text + "': unknown rate unit (use bit, kbit, mbit, gbit, tbit)");
+  if (suffix.empty() || suffix == "bit" || suffix == "b")
+    mult = 1;
+  else if (suffix == "kbit" || suffix == "kb" || suffix == "k")
+    mult = 1e3;
+  else if (suffix == "mbit" || suffix == "mb" || suffix == "m")
+    mult = 1e6;
+  else if (suffix == "gbit" || suffix == "gb" || suffix == "g")
+    mult = 1e9;
+  else if (suffix == "tbit" || suffix == "tb" || suffix == "t")
+    mult = 1e12;
+  else
+    throw CcParamError("'" + text + "': unknown rate unit (use bit, kbit, mbit, gbit, tbit)");
   const double bps = v * mult;
   if (bps < 0 || bps > 1.8e19) throw CcParamError("'" + text + "': rate out of range");
   return BitsPerSec::from_bps(static_cast<uint64_t>(bps));
@@ -45,12 +51,18 @@ Duration parse_duration(const std::string& text) {
   std::string suffix;
   const double v = leading_number(text, suffix);
   double mult = 0;
-  if (suffix.empty() || suffix == "s") mult = 1e9;
-  else if (suffix == "ms") mult = 1e6;
-  else if (suffix == "us") mult = 1e3;
-  else if (suffix == "ns") mult = 1;
-  else if (suffix == "min") mult = 60e9;
-  else throw CcParamError("'" + text + "': unknown time unit (use s, ms, us, ns)");
+  if (suffix.empty() || suffix == "s")
+    mult = 1e9;
+  else if (suffix == "ms")
+    mult = 1e6;
+  else if (suffix == "us")
+    mult = 1e3;
+  else if (suffix == "ns")
+    mult = 1;
+  else if (suffix == "min")
+    mult = 60e9;
+  else
+    throw CcParamError("'" + text + "': unknown time unit (use s, ms, us, ns)");
   const double ns = v * mult;
   if (ns < 0 || ns > 9.2e18) throw CcParamError("'" + text + "': duration out of range");
   return Duration::from_ns(static_cast<int64_t>(std::llround(ns)));

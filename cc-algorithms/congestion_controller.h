@@ -48,18 +48,18 @@ struct SentEvent {
 /// and declared lost at once; ACK aggregation from batched I/O shows up here).
 struct AckEvent {
   TimePoint now;
-  Duration rtt;                ///< latest RTT sample (ack delay removed); zero if none
-  Duration min_rtt;            ///< the transport's min RTT over its window; zero if none yet
-  Duration ack_delay;          ///< delay the receiver reported
-  Bytes acked_bytes = 0;       ///< newly acked by this ACK
+  Duration rtt;           ///< latest RTT sample (ack delay removed); zero if none
+  Duration min_rtt;       ///< the transport's min RTT over its window; zero if none yet
+  Duration ack_delay;     ///< delay the receiver reported
+  Bytes acked_bytes = 0;  ///< newly acked by this ACK
   uint32_t acked_packets = 0;
-  Bytes lost_bytes = 0;        ///< newly declared lost while processing this ACK
+  Bytes lost_bytes = 0;  ///< newly declared lost while processing this ACK
   uint32_t lost_packets = 0;
-  Bytes prior_in_flight = 0;   ///< in flight before this ACK
-  Bytes in_flight = 0;         ///< in flight after this ACK (acked and lost removed)
-  uint32_t ce_count = 0;       ///< newly reported ECN-CE marks
-  bool round_start = false;    ///< the first ACK of a new round trip (packet-timed)
-  uint64_t round_count = 0;    ///< round trips elapsed on this connection
+  Bytes prior_in_flight = 0;          ///< in flight before this ACK
+  Bytes in_flight = 0;                ///< in flight after this ACK (acked and lost removed)
+  uint32_t ce_count = 0;              ///< newly reported ECN-CE marks
+  bool round_start = false;           ///< the first ACK of a new round trip (packet-timed)
+  uint64_t round_count = 0;           ///< round trips elapsed on this connection
   TimePoint largest_acked_sent_time;  ///< when the newest acked packet was sent
   RateSample rate;
 };

@@ -41,7 +41,8 @@ ControllerPtr Registry::create(std::string_view name, const Clock& clock, const 
   if (f == nullptr) {
     std::string known;
     for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
-    throw CcParamError("unknown congestion control '" + std::string(name) + "' (known: " + known + ")");
+    throw CcParamError("unknown congestion control '" + std::string(name) + "' (known: " + known +
+                       ")");
   }
   ControllerPtr cc = f(clock, hints, params);
   params.reject_unknown(std::string(name));

@@ -42,8 +42,14 @@ class Duration {
   constexpr Duration operator-(Duration o) const { return Duration(ns_ - o.ns_); }
   constexpr Duration operator*(int64_t k) const { return Duration(ns_ * k); }
   constexpr Duration operator/(int64_t k) const { return Duration(ns_ / k); }
-  constexpr Duration& operator+=(Duration o) { ns_ += o.ns_; return *this; }
-  constexpr Duration& operator-=(Duration o) { ns_ -= o.ns_; return *this; }
+  constexpr Duration& operator+=(Duration o) {
+    ns_ += o.ns_;
+    return *this;
+  }
+  constexpr Duration& operator-=(Duration o) {
+    ns_ -= o.ns_;
+    return *this;
+  }
   /// Scales by a real factor (gains, EWMA weights); control path and CC only.
   constexpr Duration scaled(double f) const {
     return Duration(static_cast<int64_t>(static_cast<double>(ns_) * f));
@@ -70,7 +76,10 @@ class TimePoint {
   constexpr TimePoint operator+(Duration d) const { return TimePoint(ns_ + d.ns()); }
   constexpr TimePoint operator-(Duration d) const { return TimePoint(ns_ - d.ns()); }
   constexpr Duration operator-(TimePoint o) const { return Duration::from_ns(ns_ - o.ns_); }
-  constexpr TimePoint& operator+=(Duration d) { ns_ += d.ns(); return *this; }
+  constexpr TimePoint& operator+=(Duration d) {
+    ns_ += d.ns();
+    return *this;
+  }
   constexpr auto operator<=>(const TimePoint&) const = default;
 
  private:
@@ -86,15 +95,18 @@ class BitsPerSec {
   static constexpr BitsPerSec from_mbps(uint64_t m) { return BitsPerSec(m * 1000000ULL); }
   static constexpr BitsPerSec from_gbps(uint64_t g) { return BitsPerSec(g * 1000000000ULL); }
   static constexpr BitsPerSec zero() { return BitsPerSec(0); }
-  static constexpr BitsPerSec infinite() { return BitsPerSec(std::numeric_limits<uint64_t>::max()); }
+  static constexpr BitsPerSec infinite() {
+    return BitsPerSec(std::numeric_limits<uint64_t>::max());
+  }
 
   /// The rate at which `bytes` are delivered in `d`; zero when d <= 0.
   static constexpr BitsPerSec from_bytes_per(Bytes bytes, Duration d) {
     if (d.ns() <= 0) return zero();
     const u128 bits = static_cast<u128>(bytes) * 8U * 1000000000U;
     const u128 r = bits / static_cast<u128>(d.ns());
-    return BitsPerSec(r > std::numeric_limits<uint64_t>::max() ? std::numeric_limits<uint64_t>::max()
-                                                               : static_cast<uint64_t>(r));
+    return BitsPerSec(r > std::numeric_limits<uint64_t>::max()
+                          ? std::numeric_limits<uint64_t>::max()
+                          : static_cast<uint64_t>(r));
   }
 
   constexpr uint64_t bps() const { return bps_; }
@@ -104,8 +116,7 @@ class BitsPerSec {
   /// Bytes sent at this rate in `d` (rounded down; the BDP when d is an RTT).
   constexpr Bytes bytes_in(Duration d) const {
     if (d.ns() <= 0) return 0;
-    const u128 b =
-        static_cast<u128>(bps_) * static_cast<u128>(d.ns()) / 8000000000U;
+    const u128 b = static_cast<u128>(bps_) * static_cast<u128>(d.ns()) / 8000000000U;
     return b > std::numeric_limits<Bytes>::max() ? std::numeric_limits<Bytes>::max()
                                                  : static_cast<Bytes>(b);
   }
@@ -120,11 +131,14 @@ class BitsPerSec {
   }
   constexpr BitsPerSec scaled(double f) const {
     const double v = static_cast<double>(bps_) * f;
-    return BitsPerSec(v <= 0 ? 0 : v >= 1.8e19 ? std::numeric_limits<uint64_t>::max()
-                                               : static_cast<uint64_t>(v));
+    return BitsPerSec(v <= 0        ? 0
+                      : v >= 1.8e19 ? std::numeric_limits<uint64_t>::max()
+                                    : static_cast<uint64_t>(v));
   }
   constexpr BitsPerSec operator+(BitsPerSec o) const { return BitsPerSec(bps_ + o.bps_); }
-  constexpr BitsPerSec operator-(BitsPerSec o) const { return BitsPerSec(bps_ > o.bps_ ? bps_ - o.bps_ : 0); }
+  constexpr BitsPerSec operator-(BitsPerSec o) const {
+    return BitsPerSec(bps_ > o.bps_ ? bps_ - o.bps_ : 0);
+  }
   constexpr auto operator<=>(const BitsPerSec&) const = default;
 
  private:
