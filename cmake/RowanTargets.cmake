@@ -5,7 +5,7 @@
 function(rowan_project_options target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
-    -Wcast-align -Wnull-dereference -Wimplicit-fallthrough -Werror)
+    -Wcast-align -Wimplicit-fallthrough -Werror)
   if(ROWAN_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=${ROWAN_SANITIZE} -fno-omit-frame-pointer
                                              -fno-sanitize-recover=all)
