@@ -1,0 +1,478 @@
+// rowan-wanem: a two-port DPDK long-haul link emulator.
+//
+//   rowan-wanem --iface-a IF --iface-b IF [--control SOCKET] [--set KEY=VALUE]...
+//   rowan-wanem ctl SOCKET COMMAND ...
+//
+// Frames received on port A leave on port B after the a2b impairments, and the
+// other way round (see link.h for the model, emulator.h for the settings).
+// One thread forwards both directions: it reads the clock once per loop
+// iteration, admits received bursts, transmits what is due, and serves the
+// control socket between bursts. When nothing is due it sleeps in ppoll()
+// until the earliest release minus a spin margin, woken early by a frame on
+// either interface (a packet socket per interface that keeps one byte of each
+// frame serves as the doorbell), and spins only for the last margin.
+#include <arpa/inet.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_pause.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "base/clock.h"
+#include "control_server.h"
+#include "ctl.h"
+#include "emulator.h"
+#include "parse.h"
+
+namespace rowan::wanem {
+namespace {
+
+constexpr uint16_t kBurst = 32;
+constexpr size_t kTxPending = 1024;
+constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+struct Options {
+  std::string iface_a, iface_b, vdev_a, vdev_b;
+  std::string control;
+  uint64_t seed = 1;
+  std::vector<std::string> set;
+  std::vector<std::string> flaps;
+  std::string flap_every, flap_for = "1s";
+  std::string flap_dir = "both";
+  uint32_t mbufs = 65536;
+  uint32_t framecnt = 4096;
+  std::string spin_margin = "40us";
+  std::string early = "2us";
+  std::string idle_spin = "50us";
+  std::string max_sleep = "100ms";
+  std::string huge_dir;
+  std::string file_prefix;
+  uint32_t mem_mb = 0;
+  bool json = false;
+  std::vector<std::string> eal;
+};
+
+// Packets waiting for room in a port's transmit ring.
+struct TxQueue {
+  uint16_t port = 0;
+  rte_mbuf* pkts[kTxPending];
+  int64_t release_ns[kTxPending];
+  uint32_t len[kTxPending];
+  size_t count = 0;
+};
+
+// A packet socket on an interface that keeps one byte of every incoming frame:
+// poll() on it wakes the loop when a frame arrives.
+class Doorbell {
+ public:
+  explicit Doorbell(const std::string& iface) {
+    const unsigned idx = if_nametoindex(iface.c_str());
+    if (idx == 0) throw std::runtime_error("no interface " + iface);
+    fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("packet socket: ") + std::strerror(errno));
+    sock_filter code[] = {{0x06, 0, 0, 1}};  // BPF "ret #1": keep one byte
+    sock_fprog prog{1, code};
+    int one = 1;
+    int rcvbuf = 4096;
+    setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+    setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(idx);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
+      throw std::runtime_error("bind packet socket on " + iface + ": " + std::strerror(errno));
+    }
+  }
+  ~Doorbell() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Doorbell(const Doorbell&) = delete;
+  Doorbell& operator=(const Doorbell&) = delete;
+  int fd() const { return fd_; }
+  void drain() const {
+    char b[64];
+    while (recv(fd_, b, sizeof b, MSG_DONTWAIT | MSG_TRUNC) >= 0) {
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string vdev_name(const std::string& spec) { return spec.substr(0, spec.find(',')); }
+
+uint16_t setup_port(const std::string& name, rte_mempool* pool) {
+  uint16_t port = 0;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) {
+    throw std::runtime_error("no DPDK port " + name);
+  }
+  rte_eth_conf conf{};
+  if (rte_eth_dev_configure(port, 1, 1, &conf) != 0) throw std::runtime_error("configure " + name);
+  const int socket = rte_eth_dev_socket_id(port);
+  const unsigned sock = socket < 0 ? 0U : static_cast<unsigned>(socket);
+  if (rte_eth_rx_queue_setup(port, 0, 1024, sock, nullptr, pool) != 0 ||
+      rte_eth_tx_queue_setup(port, 0, 1024, sock, nullptr) != 0) {
+    throw std::runtime_error("queue setup " + name);
+  }
+  if (rte_eth_dev_start(port) != 0) throw std::runtime_error("start " + name);
+  rte_eth_promiscuous_enable(port);
+  return port;
+}
+
+// Sends what is pending on a port; frames the ring keeps refusing while the
+// queue is full are dropped (tx_full) so a stuck port cannot stall the other
+// direction's scheduler forever.
+size_t flush_tx(TxQueue& q, Direction& dir, TimePoint now) {
+  if (q.count == 0) return 0;
+  const uint16_t n =
+      rte_eth_tx_burst(q.port, 0, q.pkts, static_cast<uint16_t>(std::min<size_t>(q.count, 512)));
+  for (uint16_t i = 0; i < n; ++i) dir.note_tx(now, q.release_ns[i], q.len[i]);
+  if (n > 0) {
+    const size_t rest = q.count - n;
+    std::memmove(q.pkts, q.pkts + n, rest * sizeof q.pkts[0]);
+    std::memmove(q.release_ns, q.release_ns + n, rest * sizeof q.release_ns[0]);
+    std::memmove(q.len, q.len + n, rest * sizeof q.len[0]);
+    q.count = rest;
+  } else if (q.count == kTxPending) {
+    const size_t drop = kTxPending / 2;
+    for (size_t i = 0; i < drop; ++i) {
+      rte_pktmbuf_free(q.pkts[i]);
+      dir.note_drop(DropReason::kTxFull);
+    }
+    const size_t rest = q.count - drop;
+    std::memmove(q.pkts, q.pkts + drop, rest * sizeof q.pkts[0]);
+    std::memmove(q.release_ns, q.release_ns + drop, rest * sizeof q.release_ns[0]);
+    std::memmove(q.len, q.len + drop, rest * sizeof q.len[0]);
+    q.count = rest;
+  }
+  return n;
+}
+
+std::vector<std::pair<std::string, std::string>> split_kv(const std::vector<std::string>& items) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (const std::string& item : items) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw ParseError("expected KEY=VALUE: '" + item + "'");
+    kv.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  return kv;
+}
+
+int run(const Options& opt) {
+  const MonotonicClock clock;
+  const Duration spin_margin = parse_duration(opt.spin_margin);
+  const Duration early = parse_duration(opt.early);
+  const Duration idle_spin = parse_duration(opt.idle_spin);
+  Duration max_sleep = parse_duration(opt.max_sleep);
+
+  // Validate every setting before touching the EAL.
+  Emulator emu(opt.mbufs, opt.seed);
+  const TimePoint t0 = clock.now();
+  emu.set(split_kv(opt.set), t0);
+  const uint8_t flap_mask = parse_dir_mask(opt.flap_dir);
+  struct PlannedFlap {
+    Duration at, length;
+  };
+  std::vector<PlannedFlap> planned;
+  for (const std::string& f : opt.flaps) {
+    const auto plus = f.find('+');
+    if (plus == std::string::npos) throw ParseError("--flap wants AT+LENGTH, e.g. 5s+2s: " + f);
+    planned.push_back({parse_duration(f.substr(0, plus)), parse_duration(f.substr(plus + 1))});
+  }
+  std::optional<Duration> every;
+  if (!opt.flap_every.empty()) every = parse_duration(opt.flap_every);
+  const Duration every_len = parse_duration(opt.flap_for);
+
+  std::string spec_a = opt.vdev_a;
+  std::string spec_b = opt.vdev_b;
+  if (!opt.iface_a.empty()) {
+    spec_a = "net_af_packet_a,iface=" + opt.iface_a +
+             ",qdisc_bypass=1,framecnt=" + std::to_string(opt.framecnt);
+  }
+  if (!opt.iface_b.empty()) {
+    spec_b = "net_af_packet_b,iface=" + opt.iface_b +
+             ",qdisc_bypass=1,framecnt=" + std::to_string(opt.framecnt);
+  }
+  if (spec_a.empty() || spec_b.empty()) {
+    std::fprintf(stderr, "rowan-wanem: give --iface-a/--vdev-a and --iface-b/--vdev-b\n");
+    return kExitUsage;
+  }
+  std::vector<std::unique_ptr<Doorbell>> bells;
+  if (!opt.iface_a.empty()) bells.push_back(std::make_unique<Doorbell>(opt.iface_a));
+  if (!opt.iface_b.empty()) bells.push_back(std::make_unique<Doorbell>(opt.iface_b));
+  // Without a doorbell on both ports nothing wakes the loop on arrival: cap
+  // the sleep so a frame waits at most this long before it is timestamped.
+  if (bells.size() < 2) max_sleep = std::min(max_sleep, Duration::from_us(50));
+
+  cpu_set_t cpus;
+  sched_getaffinity(0, sizeof cpus, &cpus);
+  std::vector<std::string> eal = {"rowan-wanem",        "-l", "0", "--no-pci", "--no-telemetry",
+                                  "--log-level=warning"};
+  eal.push_back("--file-prefix");
+  eal.push_back(opt.file_prefix.empty() ? "rowan-wanem-" + std::to_string(getpid())
+                                        : opt.file_prefix);
+  const uint32_t mem =
+      opt.mem_mb > 0
+          ? opt.mem_mb
+          : static_cast<uint32_t>(static_cast<uint64_t>(opt.mbufs) * 2500 / 1000000 + 96);
+  if (opt.huge_dir.empty()) {
+    eal.insert(eal.end(), {"--no-huge", "-m", std::to_string(mem)});
+  } else {
+    eal.insert(eal.end(), {"--huge-dir", opt.huge_dir, "-m", std::to_string(mem)});
+  }
+  eal.insert(eal.end(), {"--vdev", spec_a, "--vdev", spec_b});
+  eal.insert(eal.end(), opt.eal.begin(), opt.eal.end());
+  std::vector<char*> eal_argv;
+  for (std::string& s : eal) eal_argv.push_back(s.data());
+  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
+    std::fprintf(stderr, "rowan-wanem: EAL init failed: %s\n", rte_strerror(rte_errno));
+    return kExitUnavailable;
+  }
+  // The EAL pinned this thread to one core; the machine is shared, let the
+  // scheduler place it.
+  sched_setaffinity(0, sizeof cpus, &cpus);
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+
+  int status = 0;
+  {
+    rte_mempool* pool =
+        rte_pktmbuf_pool_create("wanem_pool", opt.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                static_cast<int>(rte_socket_id()));
+    if (pool == nullptr) {
+      std::fprintf(stderr, "rowan-wanem: mbuf pool of %u: %s (raise --mem-mb)\n", opt.mbufs,
+                   rte_strerror(rte_errno));
+      rte_eal_cleanup();
+      return kExitUnavailable;
+    }
+    const uint16_t port_a = setup_port(vdev_name(spec_a), pool);
+    const uint16_t port_b = setup_port(vdev_name(spec_b), pool);
+    const uint16_t rx_port[2] = {port_a, port_b};
+    auto txq = std::make_unique<TxQueue[]>(2);
+    txq[kA2B].port = port_b;  // a2b leaves on B
+    txq[kB2A].port = port_a;
+
+    std::unique_ptr<ControlServer> control;
+    if (!opt.control.empty()) control = std::make_unique<ControlServer>(opt.control);
+
+    TimePoint now = clock.now();
+    emu.set_start(now);
+    for (const PlannedFlap& f : planned) emu.flap(flap_mask, f.at, f.length, now);
+    if (every) emu.flap_every(*every, every_len, flap_mask, now);
+
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::printf("rowan-wanem: forwarding %s <-> %s%s%s\n", vdev_name(spec_a).c_str(),
+                vdev_name(spec_b).c_str(), control ? ", control " : "",
+                control ? opt.control.c_str() : "");
+    std::fflush(stdout);
+
+    rte_mbuf* rx[kBurst];
+    Scheduled due[kBurst];
+    std::vector<pollfd> pfds;
+    TimePoint last_busy = now;
+    TimePoint next_control = now;
+    bool armed = false;
+    bool quit = false;
+    while (g_stop == 0 && !quit) {
+      now = clock.now();
+      size_t work = 0;
+      for (int d = 0; d < 2; ++d) {
+        Direction& dir = emu.dir(d);
+        const uint16_t n = rte_eth_rx_burst(rx_port[d], 0, rx, kBurst);
+        work += n;
+        for (uint16_t i = 0; i < n; ++i) {
+          rte_mbuf* m = rx[i];
+          bool dup = false;
+          DropReason why{};
+          if (dir.admit(now, m, rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m), true, &dup,
+                        &why) == Direction::Verdict::kDropped) {
+            rte_pktmbuf_free(m);
+            continue;
+          }
+          if (dup) {
+            rte_mbuf* c = rte_pktmbuf_copy(m, pool, 0, UINT32_MAX);
+            if (c == nullptr) {
+              dir.note_drop(DropReason::kNoMbuf);
+            } else if (dir.admit(now, c, rte_pktmbuf_mtod(c, uint8_t*), rte_pktmbuf_data_len(c),
+                                 false, &dup, &why) == Direction::Verdict::kDropped) {
+              rte_pktmbuf_free(c);
+            }
+          }
+        }
+      }
+      if (now >= emu.next_event()) emu.run_schedule(now);
+      for (int d = 0; d < 2; ++d) {
+        Direction& dir = emu.dir(d);
+        TxQueue& q = txq[static_cast<size_t>(d)];
+        if (!dir.settings().up && dir.in_flight() > 0) {
+          // A cut link loses what was on the wire.
+          size_t n;
+          while ((n = dir.drain(due, kBurst)) > 0) {
+            for (size_t i = 0; i < n; ++i) {
+              rte_pktmbuf_free(static_cast<rte_mbuf*>(due[i].pkt));
+              dir.note_drop(DropReason::kLinkDown);
+            }
+          }
+        }
+        work += flush_tx(q, dir, now);
+        const TimePoint deadline = now + early;
+        while (q.count < kTxPending && dir.next_release() <= deadline) {
+          const size_t room = std::min<size_t>(kBurst, kTxPending - q.count);
+          const size_t n = dir.release(deadline, due, room);
+          for (size_t i = 0; i < n; ++i) {
+            rte_mbuf* m = static_cast<rte_mbuf*>(due[i].pkt);
+            q.pkts[q.count] = m;
+            q.release_ns[q.count] = due[i].release_ns;
+            q.len[q.count] = rte_pktmbuf_pkt_len(m);
+            ++q.count;
+          }
+          work += n;
+        }
+        work += flush_tx(q, dir, now);
+      }
+      if (control && now >= next_control) {
+        quit = control->poll_once(emu, now);
+        next_control = now + Duration::from_ms(1);
+      }
+      if (work > 0 || txq[0].count > 0 || txq[1].count > 0) {
+        last_busy = now;
+        armed = false;
+        continue;
+      }
+      TimePoint next = std::min(emu.dir(0).next_release(), emu.dir(1).next_release());
+      next = std::min(next, emu.next_event());
+      const Duration wait = next.is_infinite() ? Duration::infinite() : next - now;
+      if (wait <= spin_margin || now - last_busy < idle_spin) {
+        rte_pause();
+        continue;
+      }
+      if (!armed) {
+        // Empty the doorbells, then look at the rings once more: a frame that
+        // arrives after this point rings the bell and ends the sleep.
+        for (const auto& b : bells) b->drain();
+        armed = true;
+        continue;
+      }
+      armed = false;
+      const Duration sleep = std::min(wait - spin_margin, max_sleep);
+      pfds.clear();
+      for (const auto& b : bells) pfds.push_back(pollfd{b->fd(), POLLIN, 0});
+      if (control) control->add_fds(pfds);
+      timespec ts{sleep.ns() / 1000000000, sleep.ns() % 1000000000};
+      const int r = ppoll(pfds.data(), pfds.size(), &ts, nullptr);
+      if (r > 0 && control) {
+        quit = control->poll_once(emu, clock.now());
+        next_control = clock.now() + Duration::from_ms(1);
+      }
+    }
+
+    now = clock.now();
+    for (int d = 0; d < 2; ++d) {
+      size_t n;
+      while ((n = emu.dir(d).drain(due, kBurst)) > 0) {
+        for (size_t i = 0; i < n; ++i) rte_pktmbuf_free(static_cast<rte_mbuf*>(due[i].pkt));
+      }
+      TxQueue& q = txq[static_cast<size_t>(d)];
+      for (size_t i = 0; i < q.count; ++i) rte_pktmbuf_free(q.pkts[i]);
+      q.count = 0;
+    }
+    if (opt.json) {
+      std::printf("%s\n",
+                  nlohmann::json{{"settings", emu.settings_json()}, {"stats", emu.stats_json(now)}}
+                      .dump()
+                      .c_str());
+    } else {
+      std::printf("rowan-wanem: final counters\n%s", emu.stats_text(now).c_str());
+    }
+    std::fflush(stdout);
+    control.reset();
+    rte_eth_dev_stop(port_a);
+    rte_eth_dev_stop(port_b);
+    rte_eth_dev_close(port_a);
+    rte_eth_dev_close(port_b);
+  }
+  rte_eal_cleanup();
+  return status;
+}
+
+}  // namespace
+}  // namespace rowan::wanem
+
+int main(int argc, char** argv) {
+  using namespace rowan::wanem;
+  if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return run_ctl(argc - 2, argv + 2);
+
+  Options opt;
+  CLI::App app{"rowan-wanem: a two-port DPDK long-haul link emulator (see docs/wanem.md)"};
+  app.add_option("--iface-a", opt.iface_a, "interface of port A (net_af_packet vdev)");
+  app.add_option("--iface-b", opt.iface_b, "interface of port B (net_af_packet vdev)");
+  app.add_option("--vdev-a", opt.vdev_a, "any DPDK vdev spec for port A instead of --iface-a");
+  app.add_option("--vdev-b", opt.vdev_b, "any DPDK vdev spec for port B instead of --iface-b");
+  app.add_option("--control", opt.control, "control socket path (newline-delimited JSON)");
+  app.add_option("--seed", opt.seed, "seed of the random impairments")->capture_default_str();
+  app.add_option(
+      "--set", opt.set,
+      "initial setting KEY=VALUE, e.g. rate=1gbit delay=10ms a2b.loss=0.1% (repeatable)");
+  app.add_option("--flap", opt.flaps,
+                 "link down at AT for LENGTH after start: AT+LENGTH, e.g. 5s+2s");
+  app.add_option("--flap-every", opt.flap_every, "periodic flap: period");
+  app.add_option("--flap-for", opt.flap_for, "periodic flap: down time")->capture_default_str();
+  app.add_option("--flap-dir", opt.flap_dir, "a2b, b2a or both")->capture_default_str();
+  app.add_option("--mbufs", opt.mbufs, "mbufs in the pool (frames in flight)")
+      ->capture_default_str();
+  app.add_option("--framecnt", opt.framecnt, "af_packet ring frames per queue")
+      ->capture_default_str();
+  app.add_option("--spin-margin", opt.spin_margin, "wake this long before a release and spin")
+      ->capture_default_str();
+  app.add_option("--early", opt.early, "release frames at most this early")->capture_default_str();
+  app.add_option("--idle-spin", opt.idle_spin, "poll this long after the last work before sleeping")
+      ->capture_default_str();
+  app.add_option("--max-sleep", opt.max_sleep, "longest single sleep")->capture_default_str();
+  app.add_option("--huge-dir", opt.huge_dir, "hugetlbfs mount to use (default: --no-huge)");
+  app.add_option("--file-prefix", opt.file_prefix, "EAL file prefix (default rowan-wanem-PID)");
+  app.add_option("--mem-mb", opt.mem_mb, "EAL memory in MB (default: from --mbufs)");
+  app.add_flag("--json", opt.json, "print the final counters as JSON");
+  app.add_option("--eal", opt.eal, "extra EAL argument (repeatable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  try {
+    return run(opt);
+  } catch (const ParseError& e) {
+    std::fprintf(stderr, "rowan-wanem: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rowan-wanem: %s\n", e.what());
+    return kExitUnavailable;
+  }
+}

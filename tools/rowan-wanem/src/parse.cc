@@ -1,0 +1,171 @@
+#include "parse.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace rowan::wanem {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (!std::isspace(static_cast<unsigned char>(c))) {
+      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+  }
+  return out;
+}
+
+// Splits "12.5ms" into 12.5 and "ms"; throws when there is no number.
+double split_number(const std::string& s, std::string& unit, std::string_view what) {
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, v);
+  if (ec != std::errc() || !std::isfinite(v)) {
+    throw ParseError("not a " + std::string(what) + ": '" + s + "'");
+  }
+  unit.assign(ptr, end);
+  return v;
+}
+
+}  // namespace
+
+BitsPerSec parse_rate(std::string_view text) {
+  const std::string s = lower(text);
+  std::string unit;
+  const double v = split_number(s, unit, "rate");
+  if (v < 0) throw ParseError("negative rate: '" + s + "'");
+  if (unit.size() > 2 && unit.compare(unit.size() - 2, 2, "/s") == 0) {
+    unit.resize(unit.size() - 2);
+  }
+  if (unit.size() > 3 && unit.compare(unit.size() - 3, 3, "bps") == 0) {
+    unit.resize(unit.size() - 3);
+    unit += "bit";
+  }
+  double mult = 0;
+  if (unit.empty() || unit == "bit") {
+    mult = 1;
+  } else if (unit == "k" || unit == "kbit") {
+    mult = 1e3;
+  } else if (unit == "m" || unit == "mbit") {
+    mult = 1e6;
+  } else if (unit == "g" || unit == "gbit") {
+    mult = 1e9;
+  } else if (unit == "t" || unit == "tbit") {
+    mult = 1e12;
+  } else {
+    throw ParseError("unknown rate unit in '" + s + "' (use bit, kbit, mbit, gbit, tbit)");
+  }
+  return BitsPerSec::from_bps(static_cast<uint64_t>(std::llround(v * mult)));
+}
+
+Duration parse_duration(std::string_view text) {
+  const std::string s = lower(text);
+  std::string unit;
+  const double v = split_number(s, unit, "duration");
+  if (v < 0) throw ParseError("negative duration: '" + s + "'");
+  double mult = 0;
+  if (unit == "ns") {
+    mult = 1;
+  } else if (unit == "us" || unit == "µs") {
+    mult = 1e3;
+  } else if (unit == "ms") {
+    mult = 1e6;
+  } else if (unit == "s" || (unit.empty() && v == 0)) {
+    mult = 1e9;
+  } else if (unit == "min") {
+    mult = 60e9;
+  } else {
+    throw ParseError("duration needs a unit (ns, us, ms, s): '" + s + "'");
+  }
+  return Duration::from_ns(static_cast<int64_t>(std::llround(v * mult)));
+}
+
+Bytes parse_bytes(std::string_view text) {
+  const std::string s = lower(text);
+  std::string unit;
+  const double v = split_number(s, unit, "size");
+  if (v < 0) throw ParseError("negative size: '" + s + "'");
+  double mult = 0;
+  if (unit.empty() || unit == "b") {
+    mult = 1;
+  } else if (unit == "k" || unit == "kb") {
+    mult = 1e3;
+  } else if (unit == "kib") {
+    mult = 1024;
+  } else if (unit == "m" || unit == "mb") {
+    mult = 1e6;
+  } else if (unit == "mib") {
+    mult = 1024.0 * 1024;
+  } else if (unit == "g" || unit == "gb") {
+    mult = 1e9;
+  } else if (unit == "gib") {
+    mult = 1024.0 * 1024 * 1024;
+  } else {
+    throw ParseError("unknown size unit in '" + s + "' (use B, KB, KiB, MB, MiB, GB, GiB)");
+  }
+  return static_cast<Bytes>(std::llround(v * mult));
+}
+
+double parse_probability(std::string_view text) {
+  const std::string s = lower(text);
+  std::string unit;
+  double v = split_number(s, unit, "probability");
+  if (unit == "%") {
+    v /= 100.0;
+  } else if (!unit.empty()) {
+    throw ParseError("probability must be a fraction or a percentage: '" + s + "'");
+  }
+  if (v < 0 || v > 1) throw ParseError("probability outside [0, 1]: '" + s + "'");
+  return v;
+}
+
+bool parse_bool(std::string_view text) {
+  const std::string s = lower(text);
+  if (s == "1" || s == "true" || s == "on" || s == "yes" || s == "up") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no" || s == "down") return false;
+  throw ParseError("not a boolean: '" + s + "'");
+}
+
+std::string format_rate(BitsPerSec r) {
+  const uint64_t b = r.bps();
+  char buf[64];
+  if (b == 0) return "0";
+  if (b % 1000000000ULL == 0) {
+    std::snprintf(buf, sizeof buf, "%llugbit", static_cast<unsigned long long>(b / 1000000000ULL));
+  } else if (b % 1000000ULL == 0) {
+    std::snprintf(buf, sizeof buf, "%llumbit", static_cast<unsigned long long>(b / 1000000ULL));
+  } else if (b % 1000ULL == 0) {
+    std::snprintf(buf, sizeof buf, "%llukbit", static_cast<unsigned long long>(b / 1000ULL));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llubit", static_cast<unsigned long long>(b));
+  }
+  return buf;
+}
+
+std::string format_duration(Duration d) {
+  const int64_t ns = d.ns();
+  char buf[64];
+  if (ns == 0) return "0";
+  if (ns % 1000000 == 0) {
+    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ns / 1000000));
+  } else if (ns % 1000 == 0) {
+    std::snprintf(buf, sizeof buf, "%lldus", static_cast<long long>(ns / 1000));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(ns));
+  }
+  return buf;
+}
+
+std::string format_probability(double p) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g%%", p * 100.0);
+  return buf;
+}
+
+}  // namespace rowan::wanem
