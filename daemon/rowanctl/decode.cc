@@ -17,8 +17,8 @@ namespace {
 constexpr int kExitNoInput = 66;  // EX_NOINPUT
 
 constexpr int kDltEthernet = 1;
-constexpr int kDltRaw = 12;         // DLT_RAW on Linux
-constexpr int kLinktypeRaw = 101;   // LINKTYPE_RAW as stored in files
+constexpr int kDltRaw = 12;        // DLT_RAW on Linux
+constexpr int kLinktypeRaw = 101;  // LINKTYPE_RAW as stored in files
 constexpr int kDltIpv4 = 228;
 constexpr int kDltIpv6 = 229;
 constexpr int kDltLinuxSll = 113;
@@ -36,8 +36,8 @@ std::string hex32(uint32_t v) { return fmt::format("0x{:08x}", v); }
 bool skip_cooked(int linktype, std::span<const uint8_t>& bytes) {
   size_t hdr = linktype == kDltLinuxSll ? 16 : 20;
   if (bytes.size() < hdr) return false;
-  const uint16_t proto = linktype == kDltLinuxSll ? wire::load_be16(bytes.data() + 14)
-                                                  : wire::load_be16(bytes.data());
+  const uint16_t proto =
+      linktype == kDltLinuxSll ? wire::load_be16(bytes.data() + 14) : wire::load_be16(bytes.data());
   if (proto != 0x0800 && proto != 0x86DD) return false;
   bytes = bytes.subspan(hdr);
   return true;
@@ -45,7 +45,8 @@ bool skip_cooked(int linktype, std::span<const uint8_t>& bytes) {
 
 }  // namespace
 
-nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype, std::span<const uint8_t> bytes) {
+nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype,
+                                    std::span<const uint8_t> bytes) {
   nlohmann::ordered_json j;
   j["frame"] = frame_no;
   roce::RocePacket p;
@@ -113,7 +114,8 @@ nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype, std::span<c
   }
   if (p.has(roce::kHasAtomicAckEth)) j["atomic_ack"] = p.atomic_ack;
   j["payload_len"] = p.payload_len;
-  j["icrc"] = hex32(p.icrc);
+  // As Wireshark shows it: the four ICRC bytes in wire order.
+  j["icrc"] = hex32(__builtin_bswap32(p.icrc));
   j["icrc_ok"] = roce::icrc_ok(p);
   return j;
 }
@@ -146,12 +148,11 @@ std::string table_row(const nlohmann::ordered_json& j) {
   if (j.contains("immdt")) ext += fmt::format("imm=0x{:x} ", j["immdt"].get<uint32_t>());
   if (j.contains("ieth")) ext += fmt::format("inv=0x{:x} ", j["ieth"].get<uint32_t>());
   if (ext.empty()) ext = "-";
-  return fmt::format("{:>6}  {:<15} {:<15} {:<34} {:>8} {:>8}  {}  {:>5}  {}  {}",
-                     j["frame"].get<uint64_t>(), j["src"].get<std::string>(),
-                     j["dst"].get<std::string>(), j["opcode_name"].get<std::string>(),
-                     j["dest_qp"].get<uint32_t>(), j["psn"].get<uint32_t>(), flags,
-                     j["payload_len"].get<uint32_t>(),
-                     j["icrc_ok"].get<bool>() ? "ok " : "BAD", ext);
+  return fmt::format(
+      "{:>6}  {:<15} {:<15} {:<34} {:>8} {:>8}  {}  {:>5}  {}  {}", j["frame"].get<uint64_t>(),
+      j["src"].get<std::string>(), j["dst"].get<std::string>(), j["opcode_name"].get<std::string>(),
+      j["dest_qp"].get<uint32_t>(), j["psn"].get<uint32_t>(), flags,
+      j["payload_len"].get<uint32_t>(), j["icrc_ok"].get<bool>() ? "ok " : "BAD", ext);
 }
 
 struct PcapCloser {
@@ -170,8 +171,7 @@ int run_decode(const std::string& path, bool json, std::ostream& out, std::ostre
   const int linktype = pcap_datalink(pc.get());
   if (!json) {
     out << fmt::format("{:>6}  {:<15} {:<15} {:<34} {:>8} {:>8}  {}  {:>5}  {}  {}\n", "FRAME",
-                       "SRC", "DST", "OPCODE", "DEST_QP", "PSN", "ASFB", "LEN", "ICRC",
-                       "HEADERS");
+                       "SRC", "DST", "OPCODE", "DEST_QP", "PSN", "ASFB", "LEN", "ICRC", "HEADERS");
   }
   uint64_t n = 0;
   uint64_t ok = 0;

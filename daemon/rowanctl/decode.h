@@ -15,7 +15,8 @@ namespace rowan::ctl {
 
 /// One frame as the JSON object the contract specifies. `linktype` is the
 /// pcap DLT of the capture. Never throws on malformed input.
-nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype, std::span<const uint8_t> bytes);
+nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype,
+                                    std::span<const uint8_t> bytes);
 
 /// Decodes `path` to `out`. Returns the process exit status: 0, or 66 when the
 /// file cannot be read (the reason goes to `err`).

@@ -60,20 +60,18 @@ struct OpcodeTable {
   }
 };
 
-constexpr const char* kRcNames[] = {
-    "RC_SEND_FIRST",        "RC_SEND_MIDDLE",
-    "RC_SEND_LAST",         "RC_SEND_LAST_WITH_IMMEDIATE",
-    "RC_SEND_ONLY",         "RC_SEND_ONLY_WITH_IMMEDIATE",
-    "RC_RDMA_WRITE_FIRST",  "RC_RDMA_WRITE_MIDDLE",
-    "RC_RDMA_WRITE_LAST",   "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
-    "RC_RDMA_WRITE_ONLY",   "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"};
-constexpr const char* kUcNames[] = {
-    "UC_SEND_FIRST",        "UC_SEND_MIDDLE",
-    "UC_SEND_LAST",         "UC_SEND_LAST_WITH_IMMEDIATE",
-    "UC_SEND_ONLY",         "UC_SEND_ONLY_WITH_IMMEDIATE",
-    "UC_RDMA_WRITE_FIRST",  "UC_RDMA_WRITE_MIDDLE",
-    "UC_RDMA_WRITE_LAST",   "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
-    "UC_RDMA_WRITE_ONLY",   "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"};
+constexpr const char* kRcNames[] = {"RC_SEND_FIRST",       "RC_SEND_MIDDLE",
+                                    "RC_SEND_LAST",        "RC_SEND_LAST_WITH_IMMEDIATE",
+                                    "RC_SEND_ONLY",        "RC_SEND_ONLY_WITH_IMMEDIATE",
+                                    "RC_RDMA_WRITE_FIRST", "RC_RDMA_WRITE_MIDDLE",
+                                    "RC_RDMA_WRITE_LAST",  "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+                                    "RC_RDMA_WRITE_ONLY",  "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"};
+constexpr const char* kUcNames[] = {"UC_SEND_FIRST",       "UC_SEND_MIDDLE",
+                                    "UC_SEND_LAST",        "UC_SEND_LAST_WITH_IMMEDIATE",
+                                    "UC_SEND_ONLY",        "UC_SEND_ONLY_WITH_IMMEDIATE",
+                                    "UC_RDMA_WRITE_FIRST", "UC_RDMA_WRITE_MIDDLE",
+                                    "UC_RDMA_WRITE_LAST",  "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+                                    "UC_RDMA_WRITE_ONLY",  "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"};
 
 constexpr OpcodeTable make_table() {
   OpcodeTable t;
@@ -211,7 +209,8 @@ ParseError parse_l4(const uint8_t* d, uint32_t end, RocePacket& out) noexcept {
   out.icrc_off = end - kIcrcLen;
   uint32_t data_len = out.icrc_off - p;  // payload + pad, checked >= 0 above
   // The ICRC is the CRC value stored least significant byte first.
-  out.icrc = static_cast<uint32_t>(d[out.icrc_off]) | static_cast<uint32_t>(d[out.icrc_off + 1]) << 8 |
+  out.icrc = static_cast<uint32_t>(d[out.icrc_off]) |
+             static_cast<uint32_t>(d[out.icrc_off + 1]) << 8 |
              static_cast<uint32_t>(d[out.icrc_off + 2]) << 16 |
              static_cast<uint32_t>(d[out.icrc_off + 3]) << 24;
 
@@ -367,13 +366,16 @@ uint32_t compute_icrc(const RocePacket& pkt) noexcept {
 
 size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
   const OpcodeInfo& info = kTable.e[s.bth.opcode];
-  if (!info.valid() || (s.src.version != 4 && s.src.version != 6) || s.src.version != s.dst.version) {
+  if (!info.valid() || (s.src.version != 4 && s.src.version != 6) ||
+      s.src.version != s.dst.version) {
     return 0;
   }
   const bool v4 = s.src.version == 4;
   size_t data_len = s.payload.size();
-  if (info.transport == Transport::kCnp) data_len = kCnpPayloadLen;
-  else if (!(info.mask & kHasPayload)) data_len = 0;
+  if (info.transport == Transport::kCnp)
+    data_len = kCnpPayloadLen;
+  else if (!(info.mask & kHasPayload))
+    data_len = 0;
   const uint8_t pad = static_cast<uint8_t>((4 - (data_len & 3)) & 3);
   const size_t l2 = s.with_eth ? kEthHeaderLen + (s.with_vlan ? kVlanTagLen : 0) : 0;
   const size_t l3_len = v4 ? kIpv4HeaderLen : kIpv6HeaderLen;

@@ -78,7 +78,7 @@ struct OpcodeInfo {
   const char* name = nullptr;  ///< nullptr: not a valid RoCEv2 opcode here
   Transport transport = Transport::kUnknown;
   uint16_t mask = 0;
-  uint16_t ext_len = 0;  ///< bytes of extended headers after the BTH
+  uint16_t ext_len = 0;        ///< bytes of extended headers after the BTH
   uint16_t fixed_payload = 0;  ///< CNP: 16 reserved bytes; otherwise 0
   bool valid() const { return name != nullptr; }
 };
@@ -176,17 +176,17 @@ enum class ParseError : uint8_t {
   kOk = 0,
   kTruncatedEthernet,
   kTruncatedVlan,
-  kNotIp,            ///< ethertype is neither IPv4 nor IPv6
+  kNotIp,  ///< ethertype is neither IPv4 nor IPv6
   kTruncatedIp,
   kBadIpVersion,
-  kIpv4Options,      ///< IHL != 5: RoCEv2 never uses IPv4 options
-  kBadIpLength,      ///< total/payload length inconsistent with the frame
+  kIpv4Options,  ///< IHL != 5: RoCEv2 never uses IPv4 options
+  kBadIpLength,  ///< total/payload length inconsistent with the frame
   kIpFragment,
   kIpv6ExtHeaders,
   kNotUdp,
   kTruncatedUdp,
   kBadUdpLength,
-  kNotRoceV2,        ///< UDP destination port is not 4791
+  kNotRoceV2,  ///< UDP destination port is not 4791
   kTruncatedBth,
   kUnknownOpcode,
   kBadTver,
@@ -201,7 +201,7 @@ enum class ParseError : uint8_t {
 std::string_view to_string(ParseError e);
 
 struct IpAddr {
-  uint8_t version = 0;  ///< 4 or 6
+  uint8_t version = 0;              ///< 4 or 6
   std::array<uint8_t, 16> bytes{};  ///< IPv4 in the first 4 bytes
 };
 
