@@ -1,0 +1,77 @@
+// Packet I/O: burst send and receive of whole datagrams.
+//
+// Backends: an in-memory loopback for tests (loopback.h); later a DPDK port
+// and an io_uring UDP socket. The transport never sees which one it runs on.
+//
+// Buffers are owned by the caller: `send_burst` copies (or hands to the NIC)
+// the bytes it accepts before returning, `recv_burst` fills caller-provided
+// buffers. No allocation per packet.
+//
+// Threading: one PacketIo belongs to one thread (lcore); none of its methods
+// is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "base/units.h"
+
+namespace rowan::io {
+
+/// ECN codepoint of a received or sent datagram (RFC 3168).
+enum class Ecn : uint8_t { kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3 };
+
+/// A datagram to send: a view of caller-owned bytes.
+struct TxDatagram {
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;
+  Ecn ecn = Ecn::kEct0;
+};
+
+/// A caller-owned buffer `recv_burst` fills.
+struct RxDatagram {
+  uint8_t* data = nullptr;
+  uint32_t capacity = 0;
+  uint32_t len = 0;  ///< set by recv_burst
+  Ecn ecn = Ecn::kNotEct;
+};
+
+/// Counters of a PacketIo; plain integers summed by the exporter.
+struct IoStats {
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_full = 0;  ///< datagrams refused by send_burst (queue full)
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t rx_truncated = 0;  ///< datagrams longer than the receive buffer (dropped)
+};
+
+class PacketIo {
+ public:
+  virtual ~PacketIo() = default;
+  PacketIo() = default;
+  PacketIo(const PacketIo&) = delete;
+  PacketIo& operator=(const PacketIo&) = delete;
+
+  /// Sends up to pkts.size() datagrams in order; returns how many were
+  /// accepted (a prefix). A partial burst is normal: the caller keeps the rest
+  /// and retries on its next poll (DPDK l3fwd). Called with the time the
+  /// caller read once for this burst.
+  virtual size_t send_burst(std::span<const TxDatagram> pkts, TimePoint now) noexcept = 0;
+
+  /// Fills up to bufs.size() buffers with datagrams that have arrived by
+  /// `now`; returns the count. Sets each filled buffer's len and ecn.
+  virtual size_t recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept = 0;
+
+  /// Earliest time a datagram becomes receivable, for event loops and
+  /// simulated time; TimePoint::infinite() when nothing is pending or unknown.
+  virtual TimePoint next_rx_time() const noexcept { return TimePoint::infinite(); }
+
+  /// Largest datagram this backend carries (bytes, UDP payload).
+  virtual uint32_t max_datagram() const noexcept = 0;
+
+  virtual const IoStats& stats() const noexcept = 0;
+};
+
+}  // namespace rowan::io

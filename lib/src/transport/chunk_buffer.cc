@@ -1,0 +1,98 @@
+#include "transport/chunk_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rowan::transport {
+
+ChunkPool::ChunkPool(uint32_t chunk_size, uint32_t count, bool backed)
+    : chunk_size_(chunk_size), count_(count) {
+  if (backed) mem_.reset(new uint8_t[static_cast<size_t>(chunk_size) * count]);
+  free_.reserve(count);
+  for (uint32_t i = count; i > 0; --i) free_.push_back(i - 1);
+}
+
+void ChunkRing::grow(uint64_t need) {
+  size_t cap = slots_.empty() ? 8 : slots_.size();
+  while (cap < need) cap *= 2;
+  if (cap == slots_.size()) return;
+  std::vector<uint32_t> next(cap, kNoChunk);
+  for (uint64_t i = 0; i < count_; ++i) next[i] = slot(i);
+  slots_.swap(next);
+  head_ = 0;
+}
+
+uint64_t ChunkRing::ensure(ChunkPool& pool, uint64_t from, uint64_t to) {
+  if (to <= from) return to;
+  const uint64_t cs = pool.chunk_size();
+  const uint64_t last_slot = (to - 1 - base_) / cs;
+  if (last_slot + 1 > count_) {
+    grow(last_slot + 1);
+    for (uint64_t i = count_; i <= last_slot; ++i) slot(i) = kNoChunk;
+    count_ = last_slot + 1;
+  }
+  for (uint64_t i = (from - base_) / cs; i <= last_slot; ++i) {
+    if (slot(i) != kNoChunk) continue;
+    const uint32_t c = pool.alloc();
+    if (c == kNoChunk) return std::max(from, base_ + i * cs);
+    slot(i) = c;
+    ++held_;
+  }
+  return to;
+}
+
+void ChunkRing::write(const ChunkPool& pool, uint64_t off, const uint8_t* src, uint64_t n) {
+  if (!pool.backed() || src == nullptr) return;
+  const uint64_t cs = pool.chunk_size();
+  while (n > 0) {
+    const uint64_t rel = off - base_;
+    const uint64_t in = rel % cs;
+    const uint64_t take = std::min(n, cs - in);
+    std::memcpy(pool.data(slot(rel / cs)) + in, src, take);
+    off += take;
+    src += take;
+    n -= take;
+  }
+}
+
+void ChunkRing::read(const ChunkPool& pool, uint64_t off, uint8_t* dst, uint64_t n) const {
+  if (!pool.backed() || dst == nullptr) return;
+  const uint64_t cs = pool.chunk_size();
+  while (n > 0) {
+    const uint64_t rel = off - base_;
+    const uint64_t in = rel % cs;
+    const uint64_t take = std::min(n, cs - in);
+    std::memcpy(dst, pool.data(slot(rel / cs)) + in, take);
+    off += take;
+    dst += take;
+    n -= take;
+  }
+}
+
+void ChunkRing::release_below(ChunkPool& pool, uint64_t off) {
+  const uint64_t cs = pool.chunk_size();
+  while (count_ > 0 && base_ + cs <= off) {
+    uint32_t& s = slot(0);
+    if (s != kNoChunk) {
+      pool.release(s);
+      s = kNoChunk;
+      --held_;
+    }
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --count_;
+    base_ += cs;
+  }
+  if (count_ == 0) base_ = off / cs * cs;
+}
+
+void ChunkRing::release_all(ChunkPool& pool) {
+  for (uint64_t i = 0; i < count_; ++i) {
+    uint32_t& s = slot(i);
+    if (s != kNoChunk) pool.release(s);
+    s = kNoChunk;
+  }
+  count_ = 0;
+  held_ = 0;
+}
+
+}  // namespace rowan::transport

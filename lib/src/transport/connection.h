@@ -1,0 +1,329 @@
+// One reliable, paced, congestion-controlled connection between two rowan
+// gateways over datagrams. See docs/wan-transport.md for the wire format, loss
+// recovery, flow control and the memory bound.
+//
+// The connection never reads a clock and never does I/O: every entry point
+// takes the `now` the caller read once for its burst, received datagrams are
+// handed in with on_datagram(), datagrams to send are pulled with poll_send()
+// into caller-owned buffers, and next_timeout() says when to call again
+// (on_timeout() then poll_send()). A PacketIo event loop or the simulator
+// drives it (see transport/driver.h).
+//
+// Hot path (on_datagram, poll_send, on_timeout): no allocation after warm-up
+// (rings and pools are sized at construction or grow by doubling until they
+// fit the window), no exception, no lock, no logging. Bad datagrams are
+// dropped and counted in ConnStats.
+//
+// Threading: a connection and its congestion controller belong to one thread
+// (lcore); no method is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/units.h"
+#include "cc_params.h"
+#include "congestion_controller.h"
+#include "io/packet_io.h"
+#include "transport/chunk_buffer.h"
+#include "transport/interval_set.h"
+#include "transport/pacer.h"
+#include "transport/rtt_estimator.h"
+#include "transport/wire.h"
+
+namespace rowan::transport {
+
+struct TransportConfig {
+  uint64_t connection_id = 1;
+  BitsPerSec link_rate = BitsPerSec::from_gbps(1);  ///< configured WAN rate (BDP sizing)
+  Duration base_rtt = Duration::from_ms(10);        ///< configured RTT (BDP sizing, first PTO)
+  uint32_t max_datagram = 1472;  ///< wire bytes per datagram, header+tag included
+  std::string cc = "rowan";      ///< registered algorithm name
+  cc::CcParams cc_params;
+  double send_buffer_bdp = 2.0;         ///< send buffer = this × BDP (not below min_buffer)
+  double recv_window_bdp = 2.0;         ///< connection receive window = this × BDP
+  double stream_window_fraction = 1.0;  ///< per-stream window = this × connection window
+  Bytes min_buffer = 256 * 1024;
+  uint32_t chunk_size = 16384;  ///< buffer granule (bytes)
+  uint32_t max_streams = 256;
+  uint32_t ack_every = 2;                         ///< ack-eliciting packets per ACK
+  Duration max_ack_delay = Duration::from_ms(1);  ///< ACK timer
+  Duration timer_granularity = Duration::from_us(100);
+  uint32_t packet_threshold = 3;  ///< RFC 9002 kPacketThreshold
+  uint32_t ptos_before_rto = 1;   ///< PTO expiries (TLPs) before an RTO
+  bool integrity_check = true;    ///< CRC-32C in the tag room while unencrypted
+  bool elide_payload = false;     ///< simulator only: STREAM bytes counted, not carried
+};
+
+/// Counters and gauges of a connection (exported as metrics later).
+struct ConnStats {
+  Duration srtt, min_rtt, rttvar, latest_rtt;
+  Bytes cwnd = 0;
+  BitsPerSec pacing_rate;
+  Bytes bytes_in_flight = 0;
+  uint64_t delivered_bytes = 0;  ///< acked by the peer (any retransmission counted once)
+  uint64_t packets_sent = 0;
+  uint64_t bytes_sent = 0;  ///< wire bytes (header, frames, tag)
+  uint64_t stream_bytes_sent = 0;
+  uint64_t packets_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t retransmitted_packets = 0;  ///< packets carrying retransmitted stream data
+  uint64_t retransmitted_bytes = 0;    ///< stream bytes sent again
+  uint64_t lost_packets = 0;
+  uint64_t lost_bytes = 0;
+  uint64_t ptos = 0;  ///< probe timeouts (tail-loss probes)
+  uint64_t rtos = 0;
+  uint64_t spurious_losses = 0;  ///< packets declared lost and then acked
+  uint64_t acks_sent = 0;
+  uint64_t acks_received = 0;
+  uint64_t stream_bytes_received = 0;  ///< new in-order bytes made readable
+  uint64_t stream_bytes_read = 0;
+  // Drops, by reason.
+  uint64_t drop_malformed = 0;
+  uint64_t drop_bad_version = 0;
+  uint64_t drop_bad_connection_id = 0;
+  uint64_t drop_bad_integrity = 0;
+  uint64_t drop_duplicate = 0;
+  uint64_t drop_flow_control = 0;
+  uint64_t drop_too_many_streams = 0;
+  uint64_t drop_no_buffer = 0;
+  uint64_t drop_invalid_ack = 0;
+  // Memory.
+  Bytes send_buffer_capacity = 0;
+  Bytes send_buffer_used = 0;
+  Bytes recv_buffer_capacity = 0;
+  Bytes recv_buffer_used = 0;
+};
+
+/// A buffer poll_send fills with one datagram.
+struct OutDatagram {
+  uint8_t* data = nullptr;
+  uint32_t capacity = 0;
+  uint32_t len = 0;       ///< bytes written
+  uint32_t wire_len = 0;  ///< bytes on the wire (len plus elided payload)
+};
+
+class ConnectionPeer;  // tests
+
+class Connection {
+ public:
+  /// `clock` is only handed to the congestion controller (for its initial
+  /// state); the connection itself uses the `now` of each call.
+  /// Throws cc::CcParamError for an unknown algorithm or bad parameters.
+  Connection(const TransportConfig& config, const Clock& clock, TimePoint now);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // ---- Application side -------------------------------------------------
+  /// Queues up to `len` bytes on stream `id` (opened on first use); returns
+  /// the bytes accepted, fewer when the send buffer is full. `fin` is applied
+  /// only when every byte was accepted. `data` may be null with elide_payload.
+  size_t write(uint64_t id, const uint8_t* data, size_t len, bool fin, TimePoint now) noexcept;
+  /// Copies up to `len` in-order bytes of stream `id`; sets *fin when the
+  /// stream's last byte has been read. `out` may be null (discard).
+  size_t read(uint64_t id, uint8_t* out, size_t len, bool* fin, TimePoint now) noexcept;
+  /// In-order bytes ready on stream `id`.
+  uint64_t readable(uint64_t id) const noexcept;
+  /// Pops a stream that got readable data (each stream at most once until read).
+  bool next_readable(uint64_t* id) noexcept;
+  /// Bytes write() would accept now (connection send buffer).
+  Bytes send_buffer_free() const noexcept;
+  /// Stream bytes written but not yet acked, all streams.
+  Bytes unacked_bytes() const noexcept { return send_buffered_; }
+  /// Sends CLOSE and stops the connection.
+  void close(uint16_t code, TimePoint now) noexcept;
+  bool closed() const noexcept { return closed_; }
+  bool peer_closed() const noexcept { return peer_closed_; }
+
+  // ---- Network side -----------------------------------------------------
+  /// A received datagram (its bytes are not kept).
+  void on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now) noexcept;
+  /// Fills up to out.size() datagrams that may leave at `now` (pacer, cwnd,
+  /// flow control permitting; ACKs and probes are exempt); returns the count.
+  size_t poll_send(std::span<OutDatagram> out, TimePoint now) noexcept;
+  /// Runs expired timers (loss time, PTO/RTO, delayed ACK).
+  void on_timeout(TimePoint now) noexcept;
+  /// When the connection next needs on_timeout()/poll_send(); infinite if never.
+  TimePoint next_timeout() const noexcept;
+
+  const ConnStats& stats() noexcept;
+  const cc::CongestionController& cc() const { return *cc_; }
+  const TransportConfig& config() const { return cfg_; }
+  Bytes bdp() const { return bdp_; }
+
+ private:
+  friend class ConnectionPeer;
+
+  enum class PacketState : uint8_t { kUnused, kInFlight, kAcked, kLost, kNotInFlight };
+  static constexpr int kMaxFramesPerPacket = 4;
+  struct SentFrame {
+    uint32_t slot;
+    uint32_t length;
+    uint64_t offset;
+    bool fin;
+  };
+  struct SentPacket {
+    uint64_t pn = 0;
+    TimePoint sent_time;
+    uint32_t bytes = 0;  // wire bytes
+    PacketState state = PacketState::kUnused;
+    bool is_app_limited = false;
+    bool has_max_data = false;
+    uint8_t nframes = 0;
+    uint32_t msd_slot = kNoChunk;  // stream whose MAX_STREAM_DATA rode along
+    // Rate sampling (tcp_rate.c).
+    uint64_t delivered = 0;
+    TimePoint delivered_time;
+    TimePoint first_sent_time;
+    SentFrame frames[kMaxFramesPerPacket];
+  };
+  struct Stream {
+    uint64_t id = 0;
+    uint32_t slot = 0;
+    // Send side.
+    ChunkRing sbuf;
+    uint64_t write_end = 0;
+    uint64_t next_new = 0;
+    uint64_t acked_floor = 0;
+    IntervalSet acked{4};
+    IntervalSet lost{4};
+    uint64_t peer_max = 0;  // peer's MAX_STREAM_DATA
+    bool fin_written = false;
+    bool fin_sent = false;
+    bool fin_acked = false;
+    bool fin_lost = false;
+    bool in_new_queue = false;
+    bool in_retx_queue = false;
+    // Receive side.
+    ChunkRing rbuf;
+    uint64_t read_offset = 0;
+    uint64_t contiguous_end = 0;
+    uint64_t highest_received = 0;
+    uint64_t final_size = UINT64_MAX;
+    IntervalSet received{4};
+    uint64_t max_advertised = 0;  // our MAX_STREAM_DATA
+    bool fin_read = false;
+    bool in_readable_queue = false;
+    bool msd_pending = false;
+  };
+  /// Simple power-of-two ring queue of stream slots.
+  struct SlotQueue {
+    std::vector<uint32_t> v;
+    size_t head = 0, size = 0;
+    void push(uint32_t s);
+    uint32_t pop();
+    bool empty() const { return size == 0; }
+  };
+
+  Stream* find_stream(uint64_t id) const noexcept;
+  Stream* open_stream(uint64_t id) noexcept;
+  SentPacket& sent(uint64_t pn) { return sent_[pn & (sent_.size() - 1)]; }
+  void grow_sent_ring();
+  void trim_sent(TimePoint now);
+
+  // Receive path.
+  struct Validator;
+  struct Applier;
+  bool apply_stream(const wire::StreamFrame& f, TimePoint now) noexcept;
+  void apply_ack(const wire::AckFrame& a, TimePoint now) noexcept;
+  void on_packet_acked(SentPacket& p, TimePoint now);
+  void on_packet_lost(SentPacket& p);
+  void record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint now);
+  void update_flow_control_credit(Stream& s);
+
+  // Loss recovery.
+  void detect_losses(TimePoint now, Bytes* lost_bytes, uint32_t* lost_packets);
+  void on_pto(TimePoint now);
+  void on_rto(TimePoint now);
+  Duration pto_base() const;
+  void set_loss_timer();
+  void queue_retx(Stream& s);
+
+  // Send path.
+  bool has_stream_data() const noexcept;
+  bool ack_due(TimePoint now) const noexcept;
+  size_t build_packet(OutDatagram& out, TimePoint now, bool allow_data, bool probe);
+  bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
+                          Bytes* payload_bytes);
+  void fill_ack_frame(wire::AckFrame& a, TimePoint now) const;
+
+  TransportConfig cfg_;
+  cc::ControllerPtr cc_;
+  Pacer pacer_;
+  RttEstimator rtt_;
+  Bytes bdp_ = 0;
+  uint32_t mss_payload_ = 0;  // frame bytes per datagram
+
+  // Streams.
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::unordered_map<uint64_t, uint32_t> stream_index_;
+  SlotQueue new_queue_, retx_queue_, readable_queue_;
+  ChunkPool send_pool_;
+  ChunkPool recv_pool_;
+  Bytes send_capacity_ = 0;
+  Bytes send_buffered_ = 0;  // written and not yet acked
+  Bytes stream_window_ = 0;
+
+  // Connection flow control.
+  uint64_t peer_max_data_ = 0;   // peer's limit on what we send
+  uint64_t sent_new_total_ = 0;  // sum of next_new over streams
+  uint64_t recv_window_ = 0;
+  uint64_t max_data_advertised_ = 0;
+  uint64_t recv_highest_total_ = 0;  // sum of highest_received
+  uint64_t consumed_total_ = 0;      // sum of read_offset
+  bool max_data_pending_ = false;
+  std::vector<uint32_t> msd_pending_;  // slots
+
+  // Sent packets.
+  std::vector<SentPacket> sent_;
+  uint64_t next_pn_ = 0;
+  uint64_t first_pn_ = 0;  // oldest packet kept
+  uint64_t largest_acked_ = 0;
+  bool any_acked_ = false;
+  IntervalSet unacked_holes_{64};  // in flight, below largest_acked_
+  IntervalSet lost_pns_{64};       // declared lost, kept for spurious detection
+  Bytes bytes_in_flight_ = 0;
+  uint32_t ack_eliciting_in_flight_ = 0;
+  TimePoint last_ack_eliciting_sent_;
+  TimePoint loss_time_ = TimePoint::infinite();
+  uint32_t pto_count_ = 0;
+  uint32_t probes_pending_ = 0;
+  bool idle_reported_ = false;
+
+  // Delivery rate (tcp_rate.c) and rounds.
+  uint64_t delivered_ = 0;
+  TimePoint delivered_time_;
+  TimePoint first_sent_time_;
+  uint64_t app_limited_until_ = 0;
+  uint64_t next_round_delivered_ = 0;
+  uint64_t round_count_ = 0;
+  uint64_t peer_ce_count_ = 0;
+
+  // Receiver state (our ACKs).
+  IntervalSet recv_pns_{wire::kMaxAckRanges + 1};
+  uint64_t recv_floor_ = 0;
+  uint64_t largest_received_ = 0;
+  bool any_received_ = false;
+  TimePoint largest_received_time_;
+  uint32_t unacked_eliciting_ = 0;
+  bool ack_unsent_ = false;  // packets received since our last ACK frame
+  bool ack_immediately_ = false;
+  TimePoint ack_deadline_ = TimePoint::infinite();
+  uint64_t ce_received_ = 0;
+
+  bool closed_ = false;
+  bool peer_closed_ = false;
+  bool close_pending_ = false;
+  uint16_t close_code_ = 0;
+
+  ConnStats stats_;
+  wire::AckFrame ack_scratch_;
+};
+
+}  // namespace rowan::transport

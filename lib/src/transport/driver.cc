@@ -1,0 +1,50 @@
+#include "transport/driver.h"
+
+#include <algorithm>
+
+namespace rowan::transport {
+
+Driver::Driver(Connection& conn, io::PacketIo& io, uint32_t burst)
+    : conn_(conn),
+      io_(io),
+      burst_(burst),
+      dgram_(std::max(conn.config().max_datagram, io.max_datagram())),
+      rx_mem_(static_cast<size_t>(burst) * dgram_),
+      tx_mem_(static_cast<size_t>(burst) * dgram_),
+      rx_(burst),
+      out_(burst),
+      tx_(burst) {
+  for (uint32_t i = 0; i < burst; ++i) {
+    rx_[i].data = rx_mem_.data() + static_cast<size_t>(i) * dgram_;
+    rx_[i].capacity = dgram_;
+    out_[i].data = tx_mem_.data() + static_cast<size_t>(i) * dgram_;
+    out_[i].capacity = dgram_;
+  }
+}
+
+TimePoint Driver::poll(TimePoint now) noexcept {
+  if (tx_count_ > 0) {
+    const size_t sent = io_.send_burst(std::span(tx_.data() + tx_head_, tx_count_), now);
+    tx_head_ += sent;
+    tx_count_ -= sent;
+  }
+  for (;;) {
+    const size_t n = io_.recv_burst(std::span(rx_.data(), rx_.size()), now);
+    for (size_t i = 0; i < n; ++i) conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now);
+    if (n < rx_.size()) break;
+  }
+  if (conn_.next_timeout() <= now) conn_.on_timeout(now);
+  if (tx_count_ == 0) {
+    const size_t n = conn_.poll_send(std::span(out_.data(), out_.size()), now);
+    for (size_t i = 0; i < n; ++i)
+      tx_[i] = io::TxDatagram{out_[i].data, out_[i].len, io::Ecn::kEct0};
+    const size_t sent = io_.send_burst(std::span(tx_.data(), n), now);
+    tx_head_ = sent;
+    tx_count_ = n - sent;
+  }
+  TimePoint next = std::min(conn_.next_timeout(), io_.next_rx_time());
+  if (tx_count_ > 0) next = now;
+  return next;
+}
+
+}  // namespace rowan::transport

@@ -1,0 +1,35 @@
+// Drives one Connection over one PacketIo: receive a burst, run timers, send
+// a burst. Handles a partial send_burst by keeping the unsent datagrams and
+// retrying them first on the next poll (DPDK l3fwd). All buffers are
+// allocated at construction.
+//
+// Threading: the thread that owns the connection.
+#pragma once
+
+#include <vector>
+
+#include "io/packet_io.h"
+#include "transport/connection.h"
+
+namespace rowan::transport {
+
+class Driver {
+ public:
+  Driver(Connection& conn, io::PacketIo& io, uint32_t burst = 32);
+
+  /// One pass at `now`; returns when the next pass is needed.
+  TimePoint poll(TimePoint now) noexcept;
+
+ private:
+  Connection& conn_;
+  io::PacketIo& io_;
+  uint32_t burst_;
+  uint32_t dgram_;
+  std::vector<uint8_t> rx_mem_, tx_mem_;
+  std::vector<io::RxDatagram> rx_;
+  std::vector<OutDatagram> out_;
+  std::vector<io::TxDatagram> tx_;
+  size_t tx_head_ = 0, tx_count_ = 0;  // unsent datagrams left from a partial burst
+};
+
+}  // namespace rowan::transport

@@ -1,0 +1,284 @@
+// The WAN transport's wire format (docs/wan-transport.md is the prose version).
+//
+//   datagram = header (20 bytes) | frames ... | tag (16 bytes)
+//
+//   header: version u8 | flags u8 | reserved u16 (0) | connection id u64 |
+//           packet number u64                                   (big-endian)
+//   flags:  bit 7 PROTECTED (frames encrypted, tag = AEAD tag; later issue)
+//           bit 6 KEY_PHASE (reserved for key updates)
+//           bit 5 ELIDED (simulator only: STREAM data bytes left out)
+//           bits 0-3 packet type (0 = data)
+//   tag:    PROTECTED clear: CRC-32C of header+frames in bytes 0..3, rest 0
+//           (or all zero when the integrity check is off).
+//
+// The header is the AEAD's additional data and the packet number (unique for
+// the connection's life) is the nonce material, so turning on AES-256-GCM
+// needs no format change: only PROTECTED is set and the tag carries the MAC.
+//
+// All readers are bounds-checked and return false on anything malformed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace rowan::transport::wire {
+
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 20;
+inline constexpr size_t kTagSize = 16;
+inline constexpr size_t kOverhead = kHeaderSize + kTagSize;
+
+inline constexpr uint8_t kFlagProtected = 0x80;
+inline constexpr uint8_t kFlagKeyPhase = 0x40;
+inline constexpr uint8_t kFlagElided = 0x20;
+inline constexpr uint8_t kTypeMask = 0x0f;
+inline constexpr uint8_t kTypeData = 0;
+
+enum FrameType : uint8_t {
+  kFramePadding = 0x00,
+  kFramePing = 0x01,
+  kFrameAck = 0x02,
+  kFrameStream = 0x08,  ///< | 0x01 when FIN
+  kFrameStreamFin = 0x09,
+  kFrameMaxData = 0x10,
+  kFrameMaxStreamData = 0x11,
+  kFrameClose = 0x1c,
+};
+
+inline constexpr size_t kStreamFrameOverhead = 1 + 8 + 8 + 2;
+inline constexpr size_t kMaxDataFrameSize = 1 + 8;
+inline constexpr size_t kMaxStreamDataFrameSize = 1 + 8 + 8;
+inline constexpr size_t kCloseFrameSize = 1 + 2;
+inline constexpr uint32_t kMaxStreamFrameData = 0xffff;
+
+inline constexpr int kMaxAckRanges = 32;
+/// Size of an ACK frame with `ranges` ranges.
+constexpr size_t ack_frame_size(int ranges) { return 1 + 8 + 4 + 8 + 1 + 8 + (ranges - 1) * 8; }
+
+struct Header {
+  uint8_t version = kVersion;
+  uint8_t flags = 0;
+  uint64_t connection_id = 0;
+  uint64_t packet_number = 0;
+};
+
+/// Inclusive packet-number range.
+struct PnRange {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+};
+
+/// ACK: ranges in descending order, ranges[0].hi == largest.
+struct AckFrame {
+  uint64_t largest = 0;
+  uint32_t ack_delay_us = 0;
+  uint64_t ce_count = 0;  ///< cumulative ECN-CE marks seen by the receiver
+  int range_count = 0;
+  PnRange ranges[kMaxAckRanges];
+};
+
+struct StreamFrame {
+  uint64_t stream_id = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  bool fin = false;
+  const uint8_t* data = nullptr;  ///< nullptr when the packet is ELIDED
+};
+
+// Big-endian helpers.
+inline void put_u16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+inline void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
+inline void put_u64(uint8_t* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
+inline uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+inline uint32_t get_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
+  return v;
+}
+inline uint64_t get_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+inline void write_header(uint8_t* p, const Header& h) {
+  p[0] = h.version;
+  p[1] = h.flags;
+  p[2] = 0;
+  p[3] = 0;
+  put_u64(p + 4, h.connection_id);
+  put_u64(p + 12, h.packet_number);
+}
+
+/// False when `len` cannot hold a header and a tag.
+inline bool read_header(const uint8_t* p, size_t len, Header* h) {
+  if (len < kOverhead) return false;
+  h->version = p[0];
+  h->flags = p[1];
+  h->connection_id = get_u64(p + 4);
+  h->packet_number = get_u64(p + 12);
+  return true;
+}
+
+/// CRC-32C (Castagnoli); hardware instruction when the CPU has SSE4.2.
+uint32_t crc32c(const uint8_t* data, size_t len);
+
+/// Appends frames to a packet under construction. Callers check room first.
+class FrameWriter {
+ public:
+  FrameWriter(uint8_t* p, size_t cap) : p_(p), cap_(cap) {}
+  size_t size() const { return pos_; }
+  size_t room() const { return cap_ - pos_; }
+
+  void ping() { p_[pos_++] = kFramePing; }
+  void max_data(uint64_t v) {
+    p_[pos_] = kFrameMaxData;
+    put_u64(p_ + pos_ + 1, v);
+    pos_ += kMaxDataFrameSize;
+  }
+  void max_stream_data(uint64_t id, uint64_t v) {
+    p_[pos_] = kFrameMaxStreamData;
+    put_u64(p_ + pos_ + 1, id);
+    put_u64(p_ + pos_ + 9, v);
+    pos_ += kMaxStreamDataFrameSize;
+  }
+  void close(uint16_t code) {
+    p_[pos_] = kFrameClose;
+    put_u16(p_ + pos_ + 1, code);
+    pos_ += kCloseFrameSize;
+  }
+  /// Writes the STREAM frame header; returns where its data goes (the caller
+  /// copies `length` bytes there unless the packet is ELIDED, then calls
+  /// commit_stream_data with the bytes it actually placed).
+  uint8_t* stream_header(uint64_t id, uint64_t offset, uint16_t length, bool fin) {
+    p_[pos_] = fin ? kFrameStreamFin : kFrameStream;
+    put_u64(p_ + pos_ + 1, id);
+    put_u64(p_ + pos_ + 9, offset);
+    put_u16(p_ + pos_ + 17, length);
+    pos_ += kStreamFrameOverhead;
+    return p_ + pos_;
+  }
+  void commit_stream_data(size_t placed) { pos_ += placed; }
+  void ack(const AckFrame& a) {
+    uint8_t* q = p_ + pos_;
+    q[0] = kFrameAck;
+    put_u64(q + 1, a.largest);
+    put_u32(q + 9, a.ack_delay_us);
+    put_u64(q + 13, a.ce_count);
+    q[21] = static_cast<uint8_t>(a.range_count);
+    put_u64(q + 22, a.ranges[0].hi - a.ranges[0].lo);
+    size_t off = 30;
+    for (int i = 1; i < a.range_count; ++i) {
+      // gap: unacked packets between ranges minus one; length: acked minus one.
+      put_u32(q + off, static_cast<uint32_t>(a.ranges[i - 1].lo - a.ranges[i].hi - 2));
+      put_u32(q + off + 4, static_cast<uint32_t>(a.ranges[i].hi - a.ranges[i].lo));
+      off += 8;
+    }
+    pos_ += off;
+  }
+  void pad_to(size_t n) {
+    if (n > pos_) {
+      std::memset(p_ + pos_, kFramePadding, n - pos_);
+      pos_ = n;
+    }
+  }
+
+ private:
+  uint8_t* p_;
+  size_t cap_;
+  size_t pos_ = 0;
+};
+
+/// Parses the frames of one packet, calling v.on_*(...) for each. Returns
+/// false at the first malformed frame. Callers run it once with a validating
+/// visitor and once with the applying one so a bad packet changes nothing.
+template <typename Visitor>
+bool parse_frames(const uint8_t* p, size_t len, bool elided, Visitor& v) {
+  size_t i = 0;
+  while (i < len) {
+    const uint8_t type = p[i];
+    switch (type) {
+      case kFramePadding:
+        ++i;
+        break;
+      case kFramePing:
+        ++i;
+        if (!v.on_ping()) return false;
+        break;
+      case kFrameAck: {
+        if (len - i < ack_frame_size(1)) return false;
+        const uint8_t* q = p + i;
+        AckFrame& a = v.ack_scratch();
+        a.largest = get_u64(q + 1);
+        a.ack_delay_us = get_u32(q + 9);
+        a.ce_count = get_u64(q + 13);
+        a.range_count = q[21];
+        if (a.range_count < 1 || a.range_count > kMaxAckRanges) return false;
+        if (len - i < ack_frame_size(a.range_count)) return false;
+        const uint64_t first = get_u64(q + 22);
+        if (first > a.largest) return false;
+        a.ranges[0] = PnRange{a.largest - first, a.largest};
+        size_t off = 30;
+        for (int r = 1; r < a.range_count; ++r) {
+          const uint64_t gap = get_u32(q + off);
+          const uint64_t length = get_u32(q + off + 4);
+          off += 8;
+          const uint64_t prev_lo = a.ranges[r - 1].lo;
+          if (prev_lo < gap + 2) return false;
+          const uint64_t hi = prev_lo - gap - 2;
+          if (length > hi) return false;
+          a.ranges[r] = PnRange{hi - length, hi};
+        }
+        i += off;
+        if (!v.on_ack(a)) return false;
+        break;
+      }
+      case kFrameStream:
+      case kFrameStreamFin: {
+        if (len - i < kStreamFrameOverhead) return false;
+        StreamFrame s;
+        s.fin = type == kFrameStreamFin;
+        s.stream_id = get_u64(p + i + 1);
+        s.offset = get_u64(p + i + 9);
+        s.length = get_u16(p + i + 17);
+        i += kStreamFrameOverhead;
+        if (s.offset > (uint64_t{1} << 62) - s.length) return false;
+        if (!elided) {
+          if (len - i < s.length) return false;
+          s.data = p + i;
+          i += s.length;
+        }
+        if (!v.on_stream(s)) return false;
+        break;
+      }
+      case kFrameMaxData:
+        if (len - i < kMaxDataFrameSize) return false;
+        if (!v.on_max_data(get_u64(p + i + 1))) return false;
+        i += kMaxDataFrameSize;
+        break;
+      case kFrameMaxStreamData:
+        if (len - i < kMaxStreamDataFrameSize) return false;
+        if (!v.on_max_stream_data(get_u64(p + i + 1), get_u64(p + i + 9))) return false;
+        i += kMaxStreamDataFrameSize;
+        break;
+      case kFrameClose:
+        if (len - i < kCloseFrameSize) return false;
+        if (!v.on_close(get_u16(p + i + 1))) return false;
+        i += kCloseFrameSize;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace rowan::transport::wire

@@ -1,0 +1,378 @@
+// Transport behaviour on a FakeClock over an impaired loopback link.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+
+#include "harness.h"
+
+namespace rowan::test {
+namespace {
+
+using transport::TransportConfig;
+
+// Bulk transfer of `total` bytes on `streams` streams from a to b; returns true
+// when every byte arrived intact and in order with FIN.
+struct Transfer {
+  Pair& p;
+  std::vector<Writer> writers;
+  Reader reader;
+  Transfer(Pair& pair, uint64_t total, int streams = 1) : p(pair), reader{pair.b} {
+    for (int s = 0; s < streams; ++s)
+      writers.push_back(Writer{p.a, static_cast<uint64_t>(s), total});
+    p.on_step = [this] {
+      for (auto& w : writers) w.pump(p.clock.now());
+      reader.pump(p.clock.now());
+    };
+  }
+  bool done() const {
+    for (const auto& w : writers)
+      if (!reader.fin[w.stream] || reader.got[w.stream] != w.total) return false;
+    return true;
+  }
+  bool run(Duration limit) {
+    const bool ok = p.run_until([this] { return done(); }, limit);
+    if (!ok) dump();
+    return ok;
+  }
+  void dump() {
+    const auto& a = p.a.stats();
+    const auto& b = p.b.stats();
+    std::printf(
+        "t=%.3fs stuck=%d a: sent=%lu inflight=%lu lost=%lu retx=%lu ptos=%lu rtos=%lu unacked=%lu "
+        "streamsent=%lu next_to=%ld | b: rcv=%lu got=%lu fin=%d drops mal=%lu dup=%lu fc=%lu "
+        "nobuf=%lu\n",
+        p.clock.now().ns() * 1e-9, p.stuck_, a.packets_sent, a.bytes_in_flight, a.lost_packets,
+        a.retransmitted_packets, a.ptos, a.rtos, p.a.unacked_bytes(), a.stream_bytes_sent,
+        p.a.next_timeout().ns(), b.packets_received, reader.got[0], static_cast<int>(reader.fin[0]),
+        b.drop_malformed, b.drop_duplicate, b.drop_flow_control, b.drop_no_buffer);
+    std::printf(
+        "link0 sent=%lu deliv=%lu drop=%lu inflight=%zu nextrx_b=%ld link1 sent=%lu deliv=%lu "
+        "a.acks_rcv=%lu b.acks_sent=%lu\n",
+        p.link.channel_stats(0).sent, p.link.channel_stats(0).delivered,
+        p.link.channel_stats(0).dropped, p.link.in_flight(0), p.link.b().next_rx_time().ns(),
+        p.link.channel_stats(1).sent, p.link.channel_stats(1).delivered, a.acks_received,
+        b.acks_sent);
+  }
+};
+
+TEST(Connection, TransfersInOrderWithoutImpairment) {
+  Pair p(test_config());
+  Transfer t(p, 2'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(10)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  const auto& s = p.a.stats();
+  EXPECT_EQ(s.lost_packets, 0U);
+  EXPECT_EQ(s.retransmitted_packets, 0U);
+  EXPECT_EQ(s.rtos, 0U);
+  EXPECT_EQ(p.b.stats().stream_bytes_received, 2'000'000U);
+  EXPECT_EQ(p.a.unacked_bytes(), 0U);
+}
+
+TEST(Connection, RepairsRandomLossWithSelectiveRepeat) {
+  Pair p(test_config(), Duration::from_ms(10), 7);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(10);
+  imp.loss = 0.05;
+  p.link.set_impairment(0, imp);
+  p.link.set_impairment(1, imp);
+  Transfer t(p, 3'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(60)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  const auto& s = p.a.stats();
+  EXPECT_GT(s.lost_packets, 0U);
+  EXPECT_GT(s.retransmitted_packets, 0U);
+  // Selective repeat: only lost data is resent (plus probes), not whole windows.
+  EXPECT_LT(s.retransmitted_bytes, 3'000'000U / 5);
+  EXPECT_GT(p.link.channel_stats(0).dropped, 0U);
+}
+
+TEST(Connection, ToleratesReordering) {
+  Pair p(test_config(), Duration::from_ms(10), 3);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(10);
+  imp.reorder = 0.1;
+  imp.reorder_extra = Duration::from_us(300);
+  p.link.set_impairment(0, imp);
+  Transfer t(p, 2'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(20)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  EXPECT_GT(p.link.channel_stats(0).reordered, 0U);
+  // Every spurious loss declared was recognised as such when its ACK came.
+  EXPECT_EQ(p.a.stats().rtos, 0U);
+}
+
+TEST(Connection, DropsDuplicates) {
+  Pair p(test_config(), Duration::from_ms(5), 4);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(5);
+  imp.duplicate = 0.2;
+  p.link.set_impairment(0, imp);
+  p.link.set_impairment(1, imp);
+  Transfer t(p, 1'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(20)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  EXPECT_EQ(p.b.stats().stream_bytes_received, 1'000'000U);
+  EXPECT_GT(p.b.stats().drop_duplicate, 0U);
+  EXPECT_GT(p.a.stats().drop_duplicate, 0U);  // duplicated ACK packets too
+}
+
+TEST(Connection, DropsCorruptedDatagramsAndRecovers) {
+  Pair p(test_config(), Duration::from_ms(5), 5);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(5);
+  imp.corrupt = 0.05;
+  p.link.set_impairment(0, imp);
+  p.link.set_impairment(1, imp);
+  Transfer t(p, 1'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(30)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  const uint64_t dropped = p.b.stats().drop_bad_integrity + p.b.stats().drop_malformed +
+                           p.b.stats().drop_bad_version + p.b.stats().drop_bad_connection_id;
+  EXPECT_GT(dropped, 0U);
+  EXPECT_GT(p.a.stats().retransmitted_packets, 0U);
+}
+
+TEST(Connection, RtoFiresDuringBlackholeAndTransferResumes) {
+  Pair p(test_config(), Duration::from_ms(10));
+  Transfer t(p, 4'000'000);
+  // Let it start, then black-hole both directions for 2 s.
+  p.run_until([&] { return p.b.stats().stream_bytes_received > 500'000; }, Duration::from_s(5));
+  io::Impairment dead;
+  dead.delay = Duration::from_ms(10);
+  dead.loss = 1.0;
+  p.link.set_impairment(0, dead);
+  p.link.set_impairment(1, dead);
+  p.run_until([] { return false; }, Duration::from_s(2));
+  EXPECT_GE(p.a.stats().rtos, 1U);
+  io::Impairment ok;
+  ok.delay = Duration::from_ms(10);
+  p.link.set_impairment(0, ok);
+  p.link.set_impairment(1, ok);
+  ASSERT_TRUE(t.run(Duration::from_s(30)));
+  EXPECT_EQ(t.reader.bad, 0U);
+}
+
+// Which stream ids a datagram from a to b carries data for.
+std::set<uint64_t> streams_in(const uint8_t* d, uint32_t len) {
+  std::set<uint64_t> out;
+  struct V {
+    std::set<uint64_t>& out;
+    transport::wire::AckFrame scratch;
+    bool on_ping() { return true; }
+    transport::wire::AckFrame& ack_scratch() { return scratch; }
+    bool on_ack(const transport::wire::AckFrame&) { return true; }
+    bool on_stream(const transport::wire::StreamFrame& f) {
+      if (f.length > 0) out.insert(f.stream_id);
+      return true;
+    }
+    bool on_max_data(uint64_t) { return true; }
+    bool on_max_stream_data(uint64_t, uint64_t) { return true; }
+    bool on_close(uint16_t) { return true; }
+  } v{out, {}};
+  using transport::wire::kHeaderSize;
+  using transport::wire::kTagSize;
+  if (len >= kHeaderSize + kTagSize)
+    transport::wire::parse_frames(d + kHeaderSize, len - kHeaderSize - kTagSize, false, v);
+  return out;
+}
+
+TEST(Connection, TailLossIsRepairedByProbeNotRto) {
+  Pair p(test_config(), Duration::from_ms(25));
+  // Drop the last data packet of a short transfer: nothing after it can
+  // trigger ACK-based loss detection, only the probe timeout.
+  constexpr uint64_t kTotal = 20 * 1400;
+  p.link.set_filter(0, [](const uint8_t* d, uint32_t len, uint64_t) {
+    struct V {
+      bool fin = false;
+      transport::wire::AckFrame scratch;
+      bool on_ping() { return true; }
+      transport::wire::AckFrame& ack_scratch() { return scratch; }
+      bool on_ack(const transport::wire::AckFrame&) { return true; }
+      bool on_stream(const transport::wire::StreamFrame& f) {
+        fin = fin || f.fin;
+        return true;
+      }
+      bool on_max_data(uint64_t) { return true; }
+      bool on_max_stream_data(uint64_t, uint64_t) { return true; }
+      bool on_close(uint16_t) { return true; }
+    } v;
+    static bool dropped = false;
+    transport::wire::parse_frames(d + 20, len - 36, false, v);
+    if (v.fin && !dropped) {
+      dropped = true;
+      return io::Verdict::kDrop;
+    }
+    return io::Verdict::kPass;
+  });
+  Transfer t(p, kTotal);
+  const TimePoint start = p.clock.now();
+  ASSERT_TRUE(t.run(Duration::from_s(5)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  EXPECT_GE(p.a.stats().ptos, 1U);
+  EXPECT_EQ(p.a.stats().rtos, 0U);
+  // One RTT for the data, one PTO (about an RTT plus slack), one RTT for the probe.
+  EXPECT_LT(p.clock.now() - start, Duration::from_ms(250));
+}
+
+TEST(Connection, NoSpuriousTimeoutsOnAStableLongRtt) {
+  TransportConfig c = test_config(256 * 1472, 50'000'000);
+  c.base_rtt = Duration::from_ms(200);
+  c.link_rate = BitsPerSec::from_mbps(50);
+  Pair p(c, Duration::from_ms(100));
+  Transfer t(p, 30'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(60)));
+  const auto& s = p.a.stats();
+  EXPECT_EQ(s.rtos, 0U);
+  EXPECT_EQ(s.ptos, 0U);
+  EXPECT_EQ(s.spurious_losses, 0U);
+  EXPECT_EQ(s.lost_packets, 0U);
+  EXPECT_GE(s.srtt, Duration::from_ms(200));
+  EXPECT_LE(s.srtt, Duration::from_ms(203));
+}
+
+TEST(Connection, SlowReceiverBoundsSenderMemory) {
+  TransportConfig c = test_config(1'000'000);
+  Pair p(c, Duration::from_ms(10));
+  const Bytes bdp = p.a.bdp();
+  // The application offers 100 MB but the receiver never reads.
+  Writer w{p.a, 0, 100'000'000};
+  p.on_step = [&] { w.pump(p.clock.now()); };
+  p.run_until([] { return false; }, Duration::from_s(5));
+  w.pump(p.clock.now());
+  const auto& sa = p.a.stats();
+  const auto& sb = p.b.stats();
+  // Sender: write() stops once the send buffer (a fixed multiple of BDP)
+  // holds unacked data; what left it sits in the receiver's window.
+  const auto send_cap = static_cast<uint64_t>(c.send_buffer_bdp * static_cast<double>(bdp));
+  const auto recv_cap = static_cast<uint64_t>(c.recv_window_bdp * static_cast<double>(bdp));
+  EXPECT_LE(p.a.unacked_bytes(), send_cap);
+  EXPECT_GE(p.a.unacked_bytes(), send_cap - 65536);  // it did fill up
+  EXPECT_LE(w.written, send_cap + recv_cap);
+  EXPECT_LE(sa.send_buffer_used, sa.send_buffer_capacity);
+  EXPECT_LE(sa.send_buffer_capacity, send_cap + 2 * c.max_streams * c.chunk_size);
+  // Receiver: buffered bytes bounded by its window; nothing dropped for lack of room.
+  EXPECT_LE(sb.stream_bytes_received, recv_cap);
+  EXPECT_GE(sb.stream_bytes_received, recv_cap - 65536);
+  EXPECT_LE(sb.recv_buffer_used, sb.recv_buffer_capacity);
+  EXPECT_EQ(sb.drop_flow_control, 0U);
+  EXPECT_EQ(sb.drop_no_buffer, 0U);
+  // The sender is blocked, not retransmitting or timing out.
+  EXPECT_EQ(sa.rtos, 0U);
+  const uint64_t sent_before = sa.stream_bytes_sent;
+  p.run_until([] { return false; }, Duration::from_s(2));
+  EXPECT_EQ(p.a.stats().stream_bytes_sent, sent_before);
+  // Once the receiver reads, the rest flows.
+  Reader r{p.b};
+  p.on_step = [&] {
+    w.pump(p.clock.now());
+    r.pump(p.clock.now());
+  };
+  ASSERT_TRUE(p.run_until([&] { return r.fin[0]; }, Duration::from_s(60)));
+  EXPECT_EQ(r.got[0], 100'000'000U);
+  EXPECT_EQ(r.bad, 0U);
+}
+
+TEST(Connection, LossOnOneStreamDoesNotBlockAnother) {
+  Pair p(test_config(), Duration::from_ms(25));
+  // Drop the first datagram carrying stream 1's data; stream 2 must still be
+  // delivered while stream 1 waits for its retransmission.
+  bool dropped = false;
+  p.link.set_filter(0, [&](const uint8_t* d, uint32_t len, uint64_t) {
+    if (!dropped && streams_in(d, len).count(1) > 0) {
+      dropped = true;
+      return io::Verdict::kDrop;
+    }
+    return io::Verdict::kPass;
+  });
+  std::vector<uint8_t> data(20'000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(1, i);
+  ASSERT_EQ(p.a.write(1, data.data(), data.size(), true, p.clock.now()), data.size());
+  for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(2, i);
+  ASSERT_EQ(p.a.write(2, data.data(), data.size(), true, p.clock.now()), data.size());
+  ASSERT_TRUE(p.run_until([&] { return p.b.readable(2) == data.size(); }, Duration::from_s(1)));
+  EXPECT_TRUE(dropped);
+  EXPECT_EQ(p.b.readable(1), 0U);  // stream 1 is missing its first bytes
+  Reader r{p.b};
+  p.on_step = [&] { r.pump(p.clock.now()); };
+  ASSERT_TRUE(p.run_until([&] { return r.fin[1] && r.fin[2]; }, Duration::from_s(5)));
+  EXPECT_EQ(r.got[1], data.size());
+  EXPECT_EQ(r.got[2], data.size());
+  EXPECT_EQ(r.bad, 0U);
+}
+
+TEST(Connection, PacketNumbersAreNeverReused) {
+  Pair p(test_config(), Duration::from_ms(5), 11);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(5);
+  imp.loss = 0.05;
+  p.link.set_impairment(0, imp);
+  std::vector<uint64_t> pns;
+  p.link.set_filter(0, [&](const uint8_t* d, uint32_t len, uint64_t) {
+    transport::wire::Header h;
+    if (transport::wire::read_header(d, len, &h)) pns.push_back(h.packet_number);
+    return io::Verdict::kPass;
+  });
+  Transfer t(p, 2'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(30)));
+  ASSERT_GT(p.a.stats().retransmitted_packets, 0U);
+  ASSERT_FALSE(pns.empty());
+  for (size_t i = 1; i < pns.size(); ++i) ASSERT_GT(pns[i], pns[i - 1]) << "at " << i;
+}
+
+TEST(Connection, RttSamplesMatchThePath) {
+  TransportConfig c = test_config(32 * 1472, 20'000'000);
+  Pair p(c, Duration::from_ms(20));
+  Transfer t(p, 2'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(10)));
+  const auto& s = p.a.stats();
+  // Propagation RTT is 40 ms; ack delay (≤ 1 ms) is removed from samples.
+  EXPECT_GE(s.min_rtt, Duration::from_ms(40));
+  EXPECT_LE(s.min_rtt, Duration::from_us(40'100));
+  EXPECT_GE(s.srtt, Duration::from_ms(40));
+  EXPECT_LE(s.srtt, Duration::from_ms(41));
+  const auto& fc = dynamic_cast<const FixedCc&>(p.a.cc());
+  ASSERT_FALSE(fc.rtts.empty());
+  for (Duration r : fc.rtts) {
+    EXPECT_GE(r, Duration::from_ms(40));
+    EXPECT_LE(r, Duration::from_ms(41));
+  }
+}
+
+TEST(Connection, DeliveryRateSamplesMatchThePacingRate) {
+  // Paced at 50 Mbit/s with a window well above the BDP: samples ≈ 50 Mbit/s.
+  TransportConfig c = test_config(1'000'000, 50'000'000);
+  Pair p(c, Duration::from_ms(10));
+  Transfer t(p, 5'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(10)));
+  const auto& fc = dynamic_cast<const FixedCc&>(p.a.cc());
+  ASSERT_GT(fc.rates.size(), 50U);
+  std::vector<BitsPerSec> r = fc.rates;
+  std::sort(r.begin(), r.end());
+  const double median = r[r.size() / 2].gbps() * 1000;
+  EXPECT_NEAR(median, 50.0, 3.0);
+  // Round counting: the transfer lasts ~0.8 s of 20 ms rounds.
+  EXPECT_GE(fc.round_starts, 20U);
+  EXPECT_LE(fc.round_starts, 60U);
+}
+
+TEST(Connection, ManyStreamsAllComplete) {
+  Pair p(test_config(), Duration::from_ms(5), 9);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(5);
+  imp.loss = 0.02;
+  p.link.set_impairment(0, imp);
+  Transfer t(p, 200'000, 16);
+  ASSERT_TRUE(t.run(Duration::from_s(30)));
+  EXPECT_EQ(t.reader.bad, 0U);
+}
+
+TEST(Connection, CloseReachesThePeer) {
+  Pair p(test_config());
+  p.a.close(7, p.clock.now());
+  ASSERT_TRUE(p.run_until([&] { return p.b.peer_closed(); }, Duration::from_s(1)));
+  EXPECT_TRUE(p.b.closed());
+}
+
+}  // namespace
+}  // namespace rowan::test
