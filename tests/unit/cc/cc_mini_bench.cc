@@ -23,7 +23,7 @@ using namespace rowan::cc;  // NOLINT
 int main(int argc, char** argv) {
   std::string algo = "rowan", mix;
   double rate_gbps = 1, rtt_ms = 10, loss = 0, buffer_bdp = 1, duration = 10, stagger = 0;
-  double rtt_ratio = 1, measure_from = -1;
+  double rtt_ratio = 1, measure_from = -1, trace = 0;
   int flows = 1, ack_every = 1;
   Bytes mss = 1400;
   bool hints_on = true, series = false;
@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
       duration = std::atof(v);
     else if (k == "--measure-from")
       measure_from = std::atof(v);
+    else if (k == "--trace")
+      trace = std::atof(v);
     else if (k == "--stagger")
       stagger = std::atof(v);
     else if (k == "--rtt-ratio")
@@ -105,6 +107,18 @@ int main(int argc, char** argv) {
   const double mf = measure_from >= 0
                         ? measure_from
                         : std::min(duration / 2, stagger * (flows - 1) + duration / 3);
+  if (trace > 0) {
+    for (double t = trace; t < duration; t += trace) {
+      sim.run(TimePoint::from_ns(Duration::from_seconds(t).ns()),
+              TimePoint::from_ns(Duration::from_seconds(mf).ns()));
+      std::printf("t=%.3f q=%.3fms", t, sim.queue_now().seconds() * 1e3);
+      for (int i = 0; i < flows; ++i) {
+        auto& c = sim.cc(static_cast<size_t>(i));
+        std::printf(" | %.3fG w=%.0f", c.pacing_rate().gbps(), static_cast<double>(c.cwnd()) / mss);
+      }
+      std::printf("\n");
+    }
+  }
   sim.run(TimePoint::from_ns(Duration::from_seconds(duration).ns()),
           TimePoint::from_ns(Duration::from_seconds(mf).ns()));
   std::printf(

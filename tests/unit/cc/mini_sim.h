@@ -65,10 +65,15 @@ class MiniSim {
   }
   CongestionController& cc(size_t i) { return *flows_[i].cc; }
 
-  /// Runs until `end`. Statistics are collected from `measure_from` on.
+  /// Runs until `end` (may be called again to continue). Statistics are
+  /// collected from the first call's `measure_from` on.
   void run(TimePoint end, TimePoint measure_from = TimePoint::zero()) {
-    measure_from_ = measure_from;
-    for (size_t i = 0; i < flows_.size(); ++i) push({flows_[i].spec.start, kSend, i, 0});
+    if (!started_) {
+      // Statistics start at the first run's measure_from; later runs continue.
+      measure_from_ = measure_from;
+      started_ = true;
+      for (size_t i = 0; i < flows_.size(); ++i) push({flows_[i].spec.start, kSend, i, 0});
+    }
     while (!events_.empty()) {
       Event ev = events_.top();
       if (ev.at > end) break;
@@ -327,6 +332,13 @@ class MiniSim {
   TimePoint link_free_at_;
   std::vector<int64_t> qdelays_;
   Bytes max_queue_ = 0;
+  bool started_ = false;
+
+ public:
+  /// Current queue at the bottleneck, in time.
+  Duration queue_now() const {
+    return link_free_at_ > now_ ? link_free_at_ - now_ : Duration::zero();
+  }
 };
 
 }  // namespace rowan::cc::test

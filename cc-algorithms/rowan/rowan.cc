@@ -1,0 +1,354 @@
+#include "rowan/rowan.h"
+
+#include <algorithm>
+
+#include "registry.h"
+
+namespace rowan::cc {
+namespace {
+
+constexpr uint32_t kOne = Rowan::kOne;
+constexpr uint32_t kStartupGrowth = 2;            // rate × 2 per round in startup
+constexpr uint32_t kFullBwThresh = kOne * 5 / 4;  // startup plateau: < 25% growth ...
+constexpr uint32_t kFullBwRounds = 3;             // ... for 3 rounds
+constexpr uint32_t kMaxVelocityShift = 16;
+constexpr uint64_t kMaxVelocityRatio = kOne / 4;  // velocity: at most √(r·C)·gain/4 per update
+constexpr uint32_t kMinCwndPackets = 4;
+constexpr uint64_t kMaxBwRounds = 10;
+constexpr Duration kQuantumTime = Duration::from_us(25);
+constexpr Bytes kMaxQuantum = 64 * 1024;
+
+// r × f / kOne, in 128 bits, saturating.
+BitsPerSec mul_frac(BitsPerSec r, uint64_t f) {
+  const u128 v = static_cast<u128>(r.bps()) * f / kOne;
+  return BitsPerSec::from_bps(v > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(v));
+}
+
+// a / b as a kOne fixed-point fraction, saturating at `max`; a, b ≥ 0.
+uint64_t ratio(Duration a, Duration b, uint64_t max) {
+  if (a.ns() <= 0) return 0;
+  if (b.ns() <= 0) return max;
+  const u128 v = (static_cast<u128>(a.ns()) << 16) / static_cast<u128>(b.ns());
+  return v > max ? max : static_cast<uint64_t>(v);
+}
+
+// Integer square root of a 128-bit value (floor).
+uint64_t isqrt(u128 x) {
+  u128 r = 0;
+  u128 bit = static_cast<u128>(1) << 126;
+  while (bit > x) bit >>= 2;
+  while (bit != 0) {
+    if (x >= r + bit) {
+      x -= r + bit;
+      r = (r >> 1) + bit;
+    } else {
+      r >>= 1;
+    }
+    bit >>= 2;
+  }
+  return static_cast<uint64_t>(r);
+}
+
+uint32_t get_frac(const CcParams& p, const std::string& key, uint32_t def, double lo, double hi) {
+  const double v = p.get_double(key, static_cast<double>(def) / kOne, lo, hi);
+  return static_cast<uint32_t>(v * kOne + 0.5);
+}
+
+ControllerPtr make_rowan(const Clock& clock, const PathHints& hints, const CcParams& params) {
+  return std::make_unique<Rowan>(clock, hints, Rowan::parse(params));
+}
+
+}  // namespace
+
+ROWAN_REGISTER_CC("rowan", &make_rowan);
+
+Rowan::Config Rowan::parse(const CcParams& p) {
+  Config c;
+  c.target_queue = p.get_duration("target_queue", c.target_queue);
+  c.fs_range = p.get_duration("fs_range", c.fs_range);
+  if (c.target_queue < Duration::from_us(1) || c.target_queue > Duration::from_ms(100))
+    throw CcParamError("target_queue: must be within [1us, 100ms]");
+  if (c.fs_range > Duration::from_ms(100))
+    throw CcParamError("fs_range: must be within [0, 100ms]");
+  c.gain_up = get_frac(p, "gain_up", c.gain_up, 0.01, 4);
+  c.gain_down = get_frac(p, "gain_down", c.gain_down, 0.01, 4);
+  c.max_decrease = get_frac(p, "max_decrease", c.max_decrease, 0.01, 0.9);
+  c.heavy_loss = get_frac(p, "heavy_loss", c.heavy_loss, 0.01, 1);
+  c.loss_cut = get_frac(p, "loss_cut", c.loss_cut, 0.1, 1);
+  c.startup_fraction = get_frac(p, "startup_fraction", c.startup_fraction, 0.001, 1);
+  c.cwnd_gain = get_frac(p, "cwnd_gain", c.cwnd_gain, 1, 8);
+  c.max_rate_factor = get_frac(p, "max_rate_factor", c.max_rate_factor, 0.1, 16);
+  c.min_rtt_window = p.get_duration("min_rtt_window", c.min_rtt_window);
+  if (c.min_rtt_window < Duration::from_ms(100) || c.min_rtt_window > Duration::from_s(600))
+    throw CcParamError("min_rtt_window: must be within [100ms, 600s]");
+  c.rebase_rounds = static_cast<uint32_t>(p.get_double("rebase_rounds", c.rebase_rounds, 2, 1000));
+  c.initial_cwnd_packets =
+      static_cast<uint32_t>(p.get_double("initial_cwnd_packets", c.initial_cwnd_packets, 4, 1000));
+  return c;
+}
+
+Rowan::Rowan(const Clock& clock, const PathHints& hints, const Config& config)
+    : CongestionController(clock, hints),
+      config_(config),
+      mss_(hints.mss == 0 ? 1400 : hints.mss),
+      min_rtt_(config.min_rtt_window, Duration::infinite(), TimePoint::zero()),
+      standing_rtt_(Duration::from_ms(1), Duration::infinite(), TimePoint::zero()),
+      max_bw_(kMaxBwRounds, BitsPerSec::zero(), 0) {
+  const Duration rtt0 = hints.base_rtt.is_zero() ? Duration::from_ms(1) : hints.base_rtt;
+  const BitsPerSec from_window =
+      BitsPerSec::from_bytes_per(config_.initial_cwnd_packets * mss_, rtt0);
+  rate_ = hints.link_rate.is_zero()
+              ? from_window
+              : std::max(from_window, mul_frac(hints.link_rate, config_.startup_fraction));
+  rate_ = cap(rate_);
+  base_rtt_ = hints.base_rtt;
+  set_cwnd();
+}
+
+BitsPerSec Rowan::capacity() const {
+  if (!hints_.link_rate.is_zero()) return hints_.link_rate;
+  return std::max(max_bw_.get(), rate_);
+}
+
+BitsPerSec Rowan::cap(BitsPerSec r) const {
+  if (!hints_.link_rate.is_zero())
+    r = std::min(r, mul_frac(hints_.link_rate, config_.max_rate_factor));
+  // Floor: a few packets per round trip.
+  const Duration rtt = base_rtt_.is_zero() ? Duration::from_ms(1) : base_rtt_;
+  return std::max(r, BitsPerSec::from_bytes_per(kMinCwndPackets * mss_, rtt));
+}
+
+Duration Rowan::target() const {
+  // Flow scaling: target_queue + fs_range × (1 − √share), share = rate / capacity.
+  const BitsPerSec c = capacity();
+  uint64_t share = c.is_zero() ? kOne
+                               : static_cast<uint64_t>(std::min<u128>(
+                                     static_cast<u128>(rate_.bps()) * kOne / c.bps(), kOne));
+  const uint64_t sqrt_share = isqrt(static_cast<u128>(share) << 16);  // kOne fixed point
+  const Duration fs =
+      Duration::from_ns(static_cast<int64_t>(static_cast<u128>(config_.fs_range.ns()) *
+                                             (kOne - std::min<uint64_t>(sqrt_share, kOne)) / kOne));
+  // Never below two packets' serialization at the capacity (packet granularity).
+  const Duration floor = c.is_zero() ? Duration::zero() : c.transfer_time(2 * mss_);
+  return std::max(config_.target_queue, floor) + fs;
+}
+
+Bytes Rowan::send_quantum() const {
+  return std::clamp(rate_.bytes_in(kQuantumTime), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
+}
+
+void Rowan::set_cwnd() {
+  Duration rtt = base_rtt_;
+  if (rtt.is_zero()) rtt = srtt_;
+  if (rtt.is_zero()) {
+    cwnd_ = config_.initial_cwnd_packets * mss_;
+    return;
+  }
+  const Duration t = config_.target_queue + config_.fs_range;
+  const Bytes bdp = rate_.bytes_in(rtt + t);
+  const Bytes w = static_cast<Bytes>(static_cast<u128>(bdp) * config_.cwnd_gain / kOne);
+  cwnd_ = std::max<Bytes>(w + 3 * send_quantum(), kMinCwndPackets * mss_);
+}
+
+void Rowan::on_packet_sent(const SentEvent& ev) {
+  if (ev.app_limited) round_app_limited_ = true;
+}
+
+void Rowan::update_rtt(const AckEvent& ev) {
+  if (ev.rtt.is_zero()) return;
+  srtt_ = srtt_.is_zero() ? ev.rtt : srtt_ + (ev.rtt - srtt_) / 8;
+  min_rtt_.update(ev.rtt, ev.now);
+  const Duration measured = min_rtt_.get();
+  const Duration hint = hints_.base_rtt;
+  // The configured base RTT is a floor the path cannot beat: use it while the
+  // measurements agree (a flow starting into a standing queue would otherwise
+  // take that queue for propagation delay), the measurement otherwise.
+  base_rtt_ = (!hint_off_ && !hint.is_zero() && hint <= measured) ? hint : measured;
+  standing_rtt_.set_window(std::max(srtt_ / 4, Duration::from_us(10)));
+  standing_rtt_.update(ev.rtt, ev.now);
+  const Duration standing = standing_rtt_.get();
+  queue_ = standing > base_rtt_ ? standing - base_rtt_ : Duration::zero();
+  round_min_rtt_ = std::min(round_min_rtt_, ev.rtt);
+  // Samples of packets sent after the last rate change show its effect.
+  if (ev.largest_acked_sent_time >= last_change_) fresh_ = true;
+}
+
+void Rowan::on_ack(const AckEvent& ev) {
+  update_rtt(ev);
+  const bool long_round =
+      !round_start_time_.is_zero() && !srtt_.is_zero() && ev.now - round_start_time_ > srtt_ * 4;
+  if (ev.round_start || long_round || round_start_time_.is_zero()) end_round(ev);
+  round_acked_ += ev.acked_bytes;
+  round_acked_pkts_ += ev.acked_packets;
+  round_lost_pkts_ += ev.lost_packets;
+  round_lost_ += ev.lost_bytes;
+  if (ev.rate.is_app_limited) round_app_limited_ = true;
+
+  if (phase_ == Phase::kStartup && !base_rtt_.is_zero() && queue_ > target() * 2) {
+    // The queue grew: someone else holds the link, or we overshot it.
+    const BitsPerSec d = ev.rate.valid() ? ev.rate.rate() : last_delivery_rate_;
+    exit_startup(d.is_zero() ? rate_ : std::min(d, rate_));
+  }
+  set_cwnd();
+}
+
+void Rowan::end_round(const AckEvent& ev) {
+  const bool first = round_start_time_.is_zero();
+  const Duration dur = ev.now - round_start_time_;
+  const Bytes acked = round_acked_;
+  const Bytes lost = round_lost_;
+  const uint64_t acked_pkts = round_acked_pkts_;
+  const uint64_t lost_pkts = round_lost_pkts_;
+  const bool app_limited = round_app_limited_;
+  round_start_time_ = ev.now;
+  round_acked_ = 0;
+  round_lost_ = 0;
+  round_acked_pkts_ = 0;
+  round_lost_pkts_ = 0;
+  round_app_limited_ = false;
+  const Duration round_min = round_min_rtt_;
+  round_min_rtt_ = Duration::infinite();
+  if (first || dur.ns() <= 0 || acked == 0) return;
+  ++rounds_;
+  const BitsPerSec d = BitsPerSec::from_bytes_per(acked, dur);
+  last_delivery_rate_ = d;
+  if (!app_limited || d > max_bw_.get()) max_bw_.update(d, rounds_);
+  const uint64_t total = acked_pkts + lost_pkts;
+  const bool heavy_loss = total > 0 && lost_pkts * kOne >= config_.heavy_loss * total;
+
+  if (phase_ == Phase::kStartup) {
+    const bool at_cap = !hints_.link_rate.is_zero() && rate_ >= cap(BitsPerSec::infinite());
+    if (!app_limited) {
+      if (d >= mul_frac(full_bw_, kFullBwThresh)) {
+        full_bw_ = d;
+        full_bw_count_ = 0;
+      } else {
+        ++full_bw_count_;
+      }
+    }
+    if (heavy_loss || full_bw_count_ >= kFullBwRounds || at_cap) {
+      exit_startup(at_cap ? rate_ : d);
+      return;
+    }
+    rate_ = cap(BitsPerSec::from_bps(std::max(rate_, d).bps()).scaled(kStartupGrowth));
+    return;
+  }
+  (void)round_min;
+  // One decision per feedback loop: the previous change must have shown up in
+  // the RTT samples (packets sent after it acked) before the next one.
+  if (!fresh_ && !heavy_loss) {
+    pending_lost_ += lost_pkts;
+    pending_acked_ += acked_pkts;
+    return;
+  }
+  // Random loss is noise: bytes lost while the queue is near target took
+  // their place on the link, so they count toward the rate the path accepted.
+  const BitsPerSec accepted =
+      queue_ <= target() * 2 ? BitsPerSec::from_bytes_per(acked + lost, dur) : d;
+  steady_update(accepted, app_limited, lost_pkts + pending_lost_, acked_pkts + pending_acked_);
+  pending_lost_ = 0;
+  pending_acked_ = 0;
+  fresh_ = false;
+  last_change_ = ev.now;
+}
+
+void Rowan::exit_startup(BitsPerSec delivered) {
+  phase_ = Phase::kSteady;
+  rate_ = cap(delivered.is_zero() ? rate_ : delivered);
+  empty_rounds_ = 0;
+}
+
+void Rowan::steady_update(BitsPerSec d, bool app_limited, uint64_t lost, uint64_t acked) {
+  const Duration t = target();
+  const Duration q = queue_;
+  const Duration rtt = base_rtt_ + q;  // the total delay corrections are normalized by
+  // Anchor on what the bottleneck delivered to us last round (damping): while
+  // a queue exists that is our share of a busy link, so a rate cut made to
+  // drain the queue is undone as soon as the queue is back at target. Bounded
+  // by 5/4 of our rate (ACK bursts).
+  const BitsPerSec anchor = app_limited ? rate_ : std::min(d, mul_frac(rate_, kOne * 5 / 4));
+  const BitsPerSec c = capacity();
+
+  // Velocity: consecutive rounds with an (almost) empty queue double the
+  // increase, so capacity freed by a departing flow or a rate step is refilled
+  // in a few rounds instead of target/RTT-sized steps.
+  if (q * 2 < t && !app_limited) {
+    empty_rounds_ = std::min(empty_rounds_ + 1, kMaxVelocityShift);
+  } else if (q >= t) {
+    empty_rounds_ = 0;
+  }
+
+  BitsPerSec next;
+  if (q <= t) {
+    // Below target: increase ∝ √(anchor × capacity) × (t − q)/rtt.
+    uint64_t r = ratio(t - q, rtt, kOne);
+    if (empty_rounds_ > 1) {
+      r = std::min<uint64_t>(std::max<uint64_t>(r, kOne / 64) << (empty_rounds_ - 2),
+                             kMaxVelocityRatio);
+    }
+    const uint64_t geo = isqrt(static_cast<u128>(anchor.bps()) * c.bps());
+    const u128 inc = static_cast<u128>(geo) * config_.gain_up / kOne * r / kOne;
+    next = BitsPerSec::from_bps(anchor.bps() +
+                                static_cast<uint64_t>(std::min<u128>(inc, UINT64_MAX / 2)));
+  } else {
+    // Above target: decrease ∝ anchor × (q − t)/rtt, bounded per round.
+    uint64_t r = ratio(q - t, rtt, kOne) * config_.gain_down / kOne;
+    r = std::min<uint64_t>(r, config_.max_decrease);
+    next = mul_frac(anchor, kOne - r);
+  }
+
+  // Loss: noise unless it comes with a queue well above target, or is heavy.
+  const uint64_t total = acked + lost;
+  const bool heavy = total > 0 && lost * kOne >= config_.heavy_loss * total;
+  if (lost > 0 && (heavy || q > std::max(t * 8, base_rtt_ / 8))) {
+    rate_before_loss_cut_ = std::max(rate_, next);
+    can_undo_ = !heavy;
+    next = mul_frac(heavy ? std::min(next, d) : next, config_.loss_cut);
+  }
+
+  // A "queue" that does not move while we cut is path delay (route change).
+  if (q > t * 2 && !app_limited) {
+    if (stuck_rounds_ == 0 || q + t / 4 < stuck_queue_) {
+      stuck_rounds_ = 1;
+      stuck_queue_ = q;
+    } else if (++stuck_rounds_ >= config_.rebase_rounds) {
+      hint_off_ = true;
+      min_rtt_.reset(base_rtt_ + q, round_start_time_);
+      base_rtt_ = base_rtt_ + q;
+      queue_ = Duration::zero();
+      stuck_rounds_ = 0;
+    }
+  } else {
+    stuck_rounds_ = 0;
+  }
+  rate_ = cap(next);
+}
+
+void Rowan::on_rto(TimePoint now) {
+  (void)now;
+  rate_ = cap(mul_frac(rate_, kOne / 2));
+  can_undo_ = false;
+  empty_rounds_ = 0;
+  round_start_time_ = TimePoint::zero();
+  set_cwnd();
+}
+
+void Rowan::on_spurious_loss(TimePoint now) {
+  (void)now;
+  if (!can_undo_) return;
+  rate_ = cap(std::max(rate_, rate_before_loss_cut_));
+  can_undo_ = false;
+  set_cwnd();
+}
+
+void Rowan::on_idle(TimePoint now) {
+  (void)now;
+  round_start_time_ = TimePoint::zero();
+  round_acked_ = 0;
+  round_lost_ = 0;
+  round_acked_pkts_ = 0;
+  round_lost_pkts_ = 0;
+  empty_rounds_ = 0;
+}
+
+}  // namespace rowan::cc
