@@ -11,6 +11,10 @@ function(rowan_project_options target)
                                              -fno-sanitize-recover=all)
     target_link_options(${target} PRIVATE -fsanitize=${ROWAN_SANITIZE})
   endif()
+  if(ROWAN_BUILD_FUZZ)
+    # Coverage feedback from every project target, not just the fuzz entry points.
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()
 
 # DPDK's headers do not pass -Wpedantic/-Wold-style-cast; targets that include
@@ -24,6 +28,9 @@ endfunction()
 # Builds a GoogleTest binary and registers each of its tests with ctest under
 # the given labels.
 function(rowan_add_test name)
+  if(NOT ROWAN_BUILD_TESTS)
+    return()
+  endif()
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
   if(NOT T_LABELS)
     message(FATAL_ERROR "rowan_add_test(${name}) needs LABELS")
@@ -62,7 +69,7 @@ function(rowan_add_fuzzer name)
   add_test(NAME ${name}
     COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=1
             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-            sh -c "mkdir -p '${work}' && exec \"$0\" -max_total_time=${F_SECONDS} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 '${work}' '${F_CORPUS}'"
+            sh -c "mkdir -p '${work}' && exec \"$0\" -max_total_time=${F_SECONDS} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix='${CMAKE_CURRENT_BINARY_DIR}/${name}-' '${work}' '${F_CORPUS}'"
             $<TARGET_FILE:${name}>)
   set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT ${F_SECONDS}0)
 endfunction()

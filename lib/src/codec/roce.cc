@@ -469,7 +469,11 @@ size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
     store_be32(p, s.ieth);
     p += kIethLen;
   }
-  if (info.mask & kHasPayload) std::memcpy(p, s.payload.data(), data_len);
+  // A CNP's 16 reserved bytes are zero unless the caller passes 16 of its own.
+  if ((info.mask & kHasPayload) ||
+      (info.transport == Transport::kCnp && s.payload.size() == kCnpPayloadLen)) {
+    std::memcpy(p, s.payload.data(), data_len);
+  }
   p += data_len + pad;  // CNP payload and pad bytes stay zero
 
   RocePacket pkt;
