@@ -195,6 +195,20 @@ json Emulator::stats_json(TimePoint now) const {
     };
   }
   out["flaps"] = flaps_;
+  const auto mean_us = [](int64_t sum, uint64_t n) {
+    return n == 0 ? 0.0 : static_cast<double>(sum) / static_cast<double>(n) / 1e3;
+  };
+  out["loop"] = json{{"sleeps", loop_.sleeps},
+                     {"timer_wakeups", loop_.timeouts},
+                     {"slept_s", static_cast<double>(loop_.slept_ns) / 1e9},
+                     {"timer_overshoot_us",
+                      {{"mean", mean_us(loop_.overshoot_sum_ns, loop_.timeouts)},
+                       {"max", static_cast<double>(loop_.overshoot_max_ns) / 1e3}}},
+                     {"spin_margin_us", static_cast<double>(loop_.margin_ns) / 1e3},
+                     {"kernel_stamped_frames", loop_.stamped},
+                     {"stamp_correction_us",
+                      {{"mean", mean_us(loop_.stamp_correction_sum_ns, loop_.stamped)},
+                       {"max", static_cast<double>(loop_.stamp_correction_max_ns) / 1e3}}}};
   out["uptime_s"] = start_.is_zero() ? 0.0 : (now - start_).seconds();
   return out;
 }
@@ -279,6 +293,7 @@ json Emulator::handle(const json& req, TimePoint now, bool* quit) {
     if (cmd == "reset_stats") {
       dirs_[0].reset_counters();
       dirs_[1].reset_counters();
+      loop_ = LoopStats{};
       flaps_ = 0;
       return json{{"ok", true}};
     }

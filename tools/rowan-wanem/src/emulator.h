@@ -42,6 +42,19 @@ struct LinkEvent {
   bool up;
 };
 
+/// What the forwarding loop reports about its own sleeping and timing.
+struct LoopStats {
+  uint64_t sleeps = 0;
+  uint64_t timeouts = 0;  ///< sleeps ended by the timer (not by a frame or a request)
+  int64_t slept_ns = 0;
+  int64_t overshoot_sum_ns = 0;  ///< timer wake-ups: how late after the asked time
+  int64_t overshoot_max_ns = 0;
+  int64_t margin_ns = 0;  ///< current spin margin (adapted to the overshoot)
+  uint64_t stamped = 0;   ///< frames timestamped by the kernel while the loop slept
+  int64_t stamp_correction_sum_ns = 0;
+  int64_t stamp_correction_max_ns = 0;
+};
+
 class Emulator {
  public:
   Emulator(size_t capacity_per_dir, uint64_t seed);
@@ -71,6 +84,7 @@ class Emulator {
   std::string stats_text(TimePoint now) const;
 
   void set_start(TimePoint t) { start_ = t; }
+  LoopStats& loop_stats() { return loop_; }
 
  private:
   void set_link(uint8_t dirs, bool up, TimePoint now);
@@ -84,6 +98,7 @@ class Emulator {
   TimePoint next_period_ = TimePoint::infinite();
   TimePoint start_ = TimePoint::zero();
   uint64_t flaps_ = 0;
+  LoopStats loop_;
 };
 
 }  // namespace rowan::wanem

@@ -67,13 +67,14 @@ struct Options {
   std::string flap_dir = "both";
   uint32_t mbufs = 65536;
   uint32_t framecnt = 4096;
-  std::string spin_margin = "40us";
+  std::string spin_margin = "20us";
   std::string early = "2us";
   std::string idle_spin = "50us";
   std::string max_sleep = "100ms";
   std::string huge_dir;
   std::string file_prefix;
   uint32_t mem_mb = 0;
+  int rt_priority = 0;
   bool json = false;
   std::vector<std::string> eal;
 };
@@ -103,6 +104,7 @@ class Doorbell {
     setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
     setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
     setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(ETH_P_ALL);
@@ -122,10 +124,44 @@ class Doorbell {
     while (recv(fd_, b, sizeof b, MSG_DONTWAIT | MSG_TRUNC) >= 0) {
     }
   }
+  /// Reads the kernel arrival times (CLOCK_MONOTONIC ns, given realtime −
+  /// monotonic) of up to `max` queued frames, oldest first.
+  size_t read_stamps(int64_t* out, size_t max, int64_t realtime_offset) const {
+    size_t n = 0;
+    while (n < max) {
+      char b[64];
+      alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(timespec))];
+      iovec iov{b, sizeof b};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = ctrl;
+      msg.msg_controllen = sizeof ctrl;
+      if (recvmsg(fd_, &msg, MSG_DONTWAIT) < 0) break;
+      int64_t t = -1;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+          timespec ts{};
+          std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+          t = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec - realtime_offset;
+        }
+      }
+      if (t < 0) break;
+      out[n++] = t;
+    }
+    return n;
+  }
 
  private:
   int fd_ = -1;
 };
+
+int64_t realtime_minus_monotonic() {
+  timespec r{}, m{};
+  clock_gettime(CLOCK_MONOTONIC, &m);
+  clock_gettime(CLOCK_REALTIME, &r);
+  return (static_cast<int64_t>(r.tv_sec) - m.tv_sec) * 1000000000 + (r.tv_nsec - m.tv_nsec);
+}
 
 std::string vdev_name(const std::string& spec) { return spec.substr(0, spec.find(',')); }
 
@@ -260,6 +296,17 @@ int run(const Options& opt) {
   // scheduler place it.
   sched_setaffinity(0, sizeof cpus, &cpus);
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  if (opt.rt_priority > 0) {
+    // On a loaded machine a normal thread's wake-up can lag by milliseconds;
+    // SCHED_FIFO wakes within microseconds. The loop sleeps when idle, and the
+    // kernel's RT throttling still bounds it when busy.
+    sched_param sp{};
+    sp.sched_priority = opt.rt_priority;
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+      std::fprintf(stderr, "rowan-wanem: SCHED_FIFO %d: %s (continuing unprioritised)\n",
+                   opt.rt_priority, std::strerror(errno));
+    }
+  }
 
   int status = 0;
   {
@@ -296,39 +343,24 @@ int run(const Options& opt) {
 
     rte_mbuf* rx[kBurst];
     Scheduled due[kBurst];
+    // Kernel arrival times of the frames that woke the loop, per port.
+    int64_t stamps[2][kBurst];
+    size_t n_stamps[2] = {0, 0};
     std::vector<pollfd> pfds;
     TimePoint last_busy = now;
     TimePoint next_control = now;
+    TimePoint next_offset = now;
+    int64_t realtime_offset = 0;
+    Duration margin = spin_margin;
+    int64_t overshoot_ewma = 0;
+    LoopStats& ls = emu.loop_stats();
     bool armed = false;
     bool quit = false;
     while (g_stop == 0 && !quit) {
       now = clock.now();
       size_t work = 0;
-      for (int d = 0; d < 2; ++d) {
-        Direction& dir = emu.dir(d);
-        const uint16_t n = rte_eth_rx_burst(rx_port[d], 0, rx, kBurst);
-        work += n;
-        for (uint16_t i = 0; i < n; ++i) {
-          rte_mbuf* m = rx[i];
-          bool dup = false;
-          DropReason why{};
-          if (dir.admit(now, m, rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m), true, &dup,
-                        &why) == Direction::Verdict::kDropped) {
-            rte_pktmbuf_free(m);
-            continue;
-          }
-          if (dup) {
-            rte_mbuf* c = rte_pktmbuf_copy(m, pool, 0, UINT32_MAX);
-            if (c == nullptr) {
-              dir.note_drop(DropReason::kNoMbuf);
-            } else if (dir.admit(now, c, rte_pktmbuf_mtod(c, uint8_t*), rte_pktmbuf_data_len(c),
-                                 false, &dup, &why) == Direction::Verdict::kDropped) {
-              rte_pktmbuf_free(c);
-            }
-          }
-        }
-      }
       if (now >= emu.next_event()) emu.run_schedule(now);
+      // Transmit what is due first: its timing matters most.
       for (int d = 0; d < 2; ++d) {
         Direction& dir = emu.dir(d);
         TxQueue& q = txq[static_cast<size_t>(d)];
@@ -355,8 +387,42 @@ int run(const Options& opt) {
             ++q.count;
           }
           work += n;
+          work += flush_tx(q, dir, now);
         }
-        work += flush_tx(q, dir, now);
+      }
+      for (int d = 0; d < 2; ++d) {
+        Direction& dir = emu.dir(d);
+        const uint16_t n = rte_eth_rx_burst(rx_port[d], 0, rx, kBurst);
+        work += n;
+        for (uint16_t i = 0; i < n; ++i) {
+          rte_mbuf* m = rx[i];
+          // A frame that arrived while the loop slept carries the kernel's
+          // arrival time (from the doorbell); every other frame this burst's.
+          TimePoint at = now;
+          if (i < n_stamps[d]) {
+            at = TimePoint::from_ns(std::min(stamps[d][i], now.ns()));
+            ++ls.stamped;
+            ls.stamp_correction_sum_ns += now.ns() - at.ns();
+            ls.stamp_correction_max_ns = std::max(ls.stamp_correction_max_ns, now.ns() - at.ns());
+          }
+          bool dup = false;
+          DropReason why{};
+          if (dir.admit(at, m, rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m), true, &dup,
+                        &why) == Direction::Verdict::kDropped) {
+            rte_pktmbuf_free(m);
+            continue;
+          }
+          if (dup) {
+            rte_mbuf* c = rte_pktmbuf_copy(m, pool, 0, UINT32_MAX);
+            if (c == nullptr) {
+              dir.note_drop(DropReason::kNoMbuf);
+            } else if (dir.admit(at, c, rte_pktmbuf_mtod(c, uint8_t*), rte_pktmbuf_data_len(c),
+                                 false, &dup, &why) == Direction::Verdict::kDropped) {
+              rte_pktmbuf_free(c);
+            }
+          }
+        }
+        n_stamps[d] = 0;
       }
       if (control && now >= next_control) {
         quit = control->poll_once(emu, now);
@@ -370,7 +436,7 @@ int run(const Options& opt) {
       TimePoint next = std::min(emu.dir(0).next_release(), emu.dir(1).next_release());
       next = std::min(next, emu.next_event());
       const Duration wait = next.is_infinite() ? Duration::infinite() : next - now;
-      if (wait <= spin_margin || now - last_busy < idle_spin) {
+      if (wait <= margin || now - last_busy < idle_spin) {
         rte_pause();
         continue;
       }
@@ -382,16 +448,43 @@ int run(const Options& opt) {
         continue;
       }
       armed = false;
-      const Duration sleep = std::min(wait - spin_margin, max_sleep);
+      if (now >= next_offset) {
+        realtime_offset = realtime_minus_monotonic();
+        next_offset = now + Duration::from_s(1);
+      }
+      const Duration sleep = std::min(wait - margin, max_sleep);
       pfds.clear();
       for (const auto& b : bells) pfds.push_back(pollfd{b->fd(), POLLIN, 0});
       if (control) control->add_fds(pfds);
       timespec ts{sleep.ns() / 1000000000, sleep.ns() % 1000000000};
       const int r = ppoll(pfds.data(), pfds.size(), &ts, nullptr);
-      if (r > 0 && control) {
-        quit = control->poll_once(emu, clock.now());
-        next_control = clock.now() + Duration::from_ms(1);
+      const TimePoint woke = clock.now();
+      ++ls.sleeps;
+      ls.slept_ns += (woke - now).ns();
+      if (r == 0) {
+        // Timer wake-up: learn how late it comes and wake that much earlier.
+        const int64_t over = std::max<int64_t>((woke - (now + sleep)).ns(), 0);
+        ++ls.timeouts;
+        ls.overshoot_sum_ns += over;
+        ls.overshoot_max_ns = std::max(ls.overshoot_max_ns, over);
+        overshoot_ewma += (over - overshoot_ewma) / 8;
+        margin = std::clamp(Duration::from_ns(2 * overshoot_ewma + 5000), spin_margin,
+                            Duration::from_ms(1));
+      } else if (r > 0) {
+        if (bells.size() == 2) {
+          for (int d = 0; d < 2; ++d) {
+            if ((pfds[static_cast<size_t>(d)].revents & POLLIN) != 0) {
+              n_stamps[d] =
+                  bells[static_cast<size_t>(d)]->read_stamps(stamps[d], kBurst, realtime_offset);
+            }
+          }
+        }
+        if (control) {
+          quit = control->poll_once(emu, woke);
+          next_control = woke + Duration::from_ms(1);
+        }
       }
+      ls.margin_ns = margin.ns();
     }
 
     now = clock.now();
@@ -459,6 +552,10 @@ int main(int argc, char** argv) {
   app.add_option("--huge-dir", opt.huge_dir, "hugetlbfs mount to use (default: --no-huge)");
   app.add_option("--file-prefix", opt.file_prefix, "EAL file prefix (default rowan-wanem-PID)");
   app.add_option("--mem-mb", opt.mem_mb, "EAL memory in MB (default: from --mbufs)");
+  app.add_option("--rt-priority", opt.rt_priority,
+                 "run the forwarding thread SCHED_FIFO at this priority (0: normal)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 99));
   app.add_flag("--json", opt.json, "print the final counters as JSON");
   app.add_option("--eal", opt.eal, "extra EAL argument (repeatable)");
   try {
