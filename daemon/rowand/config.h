@@ -1,0 +1,152 @@
+// rowand's configuration: the TOML file (see config/rowand.toml for every key
+// and its default) parsed into plain types. Unknown keys and semantic errors
+// are reported together, each as `FILE:LINE:COL: message`.
+//
+// Threading: loaded on the control thread at start-up and on SIGHUP; the
+// packet cores only ever see a validated, immutable copy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/units.h"
+#include "cc_params.h"
+#include "codec/roce.h"
+
+namespace rowan::gw {
+
+/// An IPv4/IPv6 prefix, e.g. 198.18.2.0/24.
+struct Prefix {
+  roce::IpAddr addr;
+  uint8_t len = 0;
+  /// True when `a` (same version) falls inside the prefix.
+  bool contains(const roce::IpAddr& a) const;
+  bool overlaps(const Prefix& o) const;
+  std::string to_string() const;
+};
+
+/// An address and UDP port, e.g. 198.19.0.2:47910 or [2001:2::2]:47910.
+struct SockAddr {
+  roce::IpAddr addr;
+  uint16_t port = 0;
+  std::string to_string() const;
+};
+
+inline constexpr uint16_t kDefaultWanPort = 47910;
+
+struct EalConfig {
+  std::string lcores = "0";  ///< --lcores
+  std::string file_prefix;   ///< --file-prefix; default "rowand-<pid>"
+  std::string huge_dir;      ///< --huge-dir; empty: none given
+  bool no_huge = false;      ///< --no-huge (vdevs only)
+  bool in_memory = false;    ///< --in-memory (production)
+  uint32_t memory_mb = 0;    ///< -m; 0: EAL default
+  std::vector<std::string> extra_args;
+};
+
+struct LocalConfig {
+  std::string device;            ///< PCI address or vdev spec (net_af_packet0,iface=...)
+  roce::IpAddr address;          ///< the gateway's own IP on the site side
+  uint8_t prefix_len = 24;       ///< the site subnet (hosts resolved by ARP/ND)
+  std::optional<std::array<uint8_t, 6>> mac;  ///< default: the port's MAC
+  uint32_t mtu = 4200;           ///< largest local IP packet (4096-byte RoCE payload + headers)
+  uint16_t rx_ring = 1024;
+  uint16_t tx_ring = 1024;
+};
+
+enum class WanBackend : uint8_t { kUdp, kDpdk };
+
+struct WanLinkConfig {
+  std::string name;
+  WanBackend backend = WanBackend::kUdp;
+  SockAddr bind;                    ///< local address and port (udp) or own IP and port (dpdk)
+  std::string device;               ///< dpdk backend: PCI address or vdev spec
+  uint8_t prefix_len = 24;          ///< dpdk backend: the WAN subnet of `bind`
+  std::optional<roce::IpAddr> next_hop;  ///< dpdk backend: router toward peers, if not on-link
+  BitsPerSec rate = BitsPerSec::from_gbps(1);  ///< link capacity (BDP sizing, CC hints)
+  Duration rtt = Duration::from_ms(20);         ///< expected base RTT (BDP sizing, first PTO)
+  uint32_t mtu = 1500;              ///< IP MTU of the long-haul path
+};
+
+struct WanConfig {
+  double send_buffer_bdp = 2.0;  ///< per-peer send buffer, in BDPs
+  double recv_window_bdp = 2.0;  ///< per-peer receive window, in BDPs
+  uint32_t max_flows = 4096;     ///< flows (streams) per peer
+  Duration flow_idle_timeout = Duration::from_s(60);
+  std::vector<WanLinkConfig> links;
+};
+
+struct PeerConfig {
+  std::string name;
+  SockAddr endpoint;               ///< the peer gateway's WAN address and port
+  std::vector<std::string> links;  ///< names of [[wan.link]]s to reach it; default: all
+};
+
+enum class RouteMode : uint8_t { kPassthrough, kSplit, kDirect };
+const char* to_string(RouteMode m);
+
+struct RouteConfig {
+  Prefix prefix;
+  std::string peer;
+  RouteMode mode = RouteMode::kPassthrough;
+};
+
+struct CcConfig {
+  std::string algorithm = "rowan";
+  cc::CcParams params;  ///< the [cc.params] table, parsed by the algorithm
+};
+
+struct ControlConfig {
+  std::string socket = "/run/rowan/control.sock";
+  std::string group = "rowan";  ///< socket group (mode 0660); empty: the daemon's group
+};
+
+struct MetricsConfig {
+  bool enabled = true;
+  SockAddr listen{roce::IpAddr{4, {127, 0, 0, 1}}, 9464};
+};
+
+struct LogConfig {
+  std::string level = "info";  ///< trace, debug, info, warn, error
+};
+
+struct GatewayConfig {
+  std::string path;  ///< the file it came from
+  EalConfig eal;
+  LocalConfig local;
+  WanConfig wan;
+  std::vector<PeerConfig> peers;
+  std::vector<RouteConfig> routes;
+  CcConfig cc;
+  ControlConfig control;
+  MetricsConfig metrics;
+  LogConfig log;
+
+  const PeerConfig* find_peer(const std::string& name) const;
+  const WanLinkConfig* find_link(const std::string& name) const;
+};
+
+/// Every problem found in a config file, one `FILE:LINE:COL: message` per line.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<std::string> errors);
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+/// Parses and validates `path`. Throws ConfigError (never partially applies).
+GatewayConfig load_config(const std::string& path);
+/// The same from text, `path` only naming it in messages (tests, fuzzing).
+GatewayConfig parse_config(std::string_view text, const std::string& path);
+
+/// Exit status for a bad config (sysexits EX_CONFIG).
+inline constexpr int kExitConfig = 78;
+inline constexpr int kExitUnavailable = 69;
+inline constexpr int kExitUsage = 64;
+
+}  // namespace rowan::gw
