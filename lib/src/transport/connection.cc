@@ -88,7 +88,8 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
   retx_queue_.v.resize(next_pow2(cfg_.max_streams));
   readable_queue_.v.resize(next_pow2(cfg_.max_streams));
   const uint64_t window_pkts = (std::max(send_capacity_, recv_window_) / mss_payload_) * 2;
-  sent_.resize(next_pow2(std::max<uint64_t>(1024, window_pkts)));
+  // Grows by doubling (warm-up) up to what the window needs.
+  sent_.resize(next_pow2(std::clamp<uint64_t>(window_pkts, 1024, 65536)));
   delivered_time_ = now;
   first_sent_time_ = now;
   last_ack_eliciting_sent_ = now;
@@ -852,8 +853,13 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
 }
 
 size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data, bool probe) {
-  const size_t cap = std::min<size_t>(out.capacity, cfg_.max_datagram);
-  if (cap < wire::kOverhead + wire::ack_frame_size(1)) return 0;
+  // With ELIDED payload the buffer holds only headers and frames (≤ 512
+  // bytes); the datagram's wire size is still bounded by max_datagram.
+  const size_t cap =
+      cfg_.elide_payload ? cfg_.max_datagram : std::min<size_t>(out.capacity, cfg_.max_datagram);
+  if (out.capacity <
+      (cfg_.elide_payload ? kMinElidedBuffer : wire::kOverhead + wire::ack_frame_size(1)))
+    return 0;
   if (next_pn_ - first_pn_ >= sent_.size()) grow_sent_ring();
   const uint64_t pn = next_pn_;
   SentPacket& sp = sent(pn);

@@ -100,7 +100,11 @@ struct ConnStats {
   Bytes recv_buffer_used = 0;
 };
 
-/// A buffer poll_send fills with one datagram.
+/// Smallest buffer poll_send needs per datagram when payload is elided.
+inline constexpr uint32_t kMinElidedBuffer = 512;
+
+/// A buffer poll_send fills with one datagram (capacity >= max_datagram, or
+/// >= kMinElidedBuffer with elide_payload).
 struct OutDatagram {
   uint8_t* data = nullptr;
   uint32_t capacity = 0;

@@ -1,0 +1,160 @@
+// rowan-sim: the transport and congestion control over a simulated
+// bottleneck. CLI contract: ARCHITECTURE.md, "rowan-sim".
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cc_params.h"
+#include "registry.h"
+#include "sim.h"
+
+namespace {
+
+using rowan::BitsPerSec;
+using rowan::Duration;
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
+    if (p == std::string::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+double parse_percent(const std::string& t) {
+  if (!t.empty() && t.back() == '%') return std::stod(t.substr(0, t.size() - 1)) / 100.0;
+  return std::stod(t);
+}
+
+// "1bdp", "0.25bdp" → multiple of BDP; "500000", "64k", "2m", "1g" → bytes.
+void parse_buffer(const std::string& t, rowan::sim::Scenario& s) {
+  std::string v = t;
+  for (auto& c : v) c = static_cast<char>(std::tolower(c));
+  if (v.size() > 3 && v.substr(v.size() - 3) == "bdp") {
+    s.buffer_bdp = std::stod(v.substr(0, v.size() - 3));
+    if (s.buffer_bdp <= 0) throw std::invalid_argument("buffer must be > 0");
+    s.buffer_bytes = 0;
+    return;
+  }
+  double mult = 1;
+  if (!v.empty() && (v.back() == 'k' || v.back() == 'm' || v.back() == 'g')) {
+    mult = v.back() == 'k' ? 1e3 : v.back() == 'm' ? 1e6 : 1e9;
+    v.pop_back();
+  } else if (v.size() > 1 && v.back() == 'b') {
+    v.pop_back();
+  }
+  const double b = std::stod(v) * mult;
+  if (b < 1) throw std::invalid_argument("buffer must be > 0");
+  s.buffer_bytes = static_cast<rowan::Bytes>(b);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "rowan-sim: the real rowan transport and congestion control over a simulated bottleneck"};
+  rowan::sim::Scenario s;
+  s.cc = std::string(rowan::cc::kDefaultAlgorithm);
+  std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",
+              duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample;
+  std::vector<std::string> params, steps;
+  bool json = false, list = false;
+  app.add_option("--cc", s.cc, "congestion control (default: the flagship, as rowand)");
+  app.add_option("--cc-param", params, "algorithm parameter k=v (repeatable)");
+  app.add_option("--rate", rate, "bottleneck rate, e.g. 10gbit");
+  app.add_option("--rtt", rtt, "base round-trip propagation delay, e.g. 40ms");
+  app.add_option("--loss", loss, "random loss on the bottleneck, e.g. 0.5%");
+  app.add_option("--burst-loss", burst_loss,
+                 "Gilbert-Elliott loss P_GB:P_BG[:LOSS_BAD[:LOSS_GOOD]], e.g. 0.001:0.2");
+  app.add_option("--buffer", buffer, "bottleneck buffer: 1bdp, 0.25bdp or bytes (64k, 2m)");
+  app.add_option("--flows", s.flows, "number of flows")->check(CLI::Range(1, 10000));
+  app.add_option("--stagger", stagger, "flow i starts at i x stagger");
+  app.add_option("--rtts", rtts, "per-flow RTTs, comma-separated, cycled (e.g. 10ms,100ms)");
+  app.add_option("--flow-cc", flow_ccs, "per-flow algorithms, comma-separated, cycled");
+  app.add_option("--duration", duration, "simulated time");
+  app.add_option("--warmup", warmup, "initial time excluded from the measurements");
+  app.add_option("--rate-step", steps, "AT:RATE, change the bottleneck rate (repeatable)");
+  app.add_option("--seed", s.seed, "random seed (runs are deterministic)");
+  app.add_option("--mss", s.mss, "datagram bytes (default 9000 at >= 1 Gbit/s, else 1500)");
+  app.add_option("--ack-every", s.ack_every, "ack-eliciting packets per ACK")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--verify", s.verify, "carry real payload and check every byte (slower)");
+  app.add_option("--series", s.series_path, "write per-flow throughput and queue delay CSV");
+  app.add_option("--sample-interval", sample,
+                 "series/convergence sampling interval (default: RTT)");
+  app.add_flag("--json", json, "print one JSON object");
+  app.add_flag("--list-cc", list, "list the registered algorithms");
+  CLI11_PARSE(app, argc, argv);
+
+  if (list) {
+    for (const auto& n : rowan::cc::Registry::names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
+  try {
+    s.rate = rowan::cc::parse_rate(rate);
+    s.rtt = rowan::cc::parse_duration(rtt);
+    s.loss = parse_percent(loss);
+    parse_buffer(buffer, s);
+    s.stagger = rowan::cc::parse_duration(stagger);
+    s.duration = rowan::cc::parse_duration(duration);
+    s.warmup = rowan::cc::parse_duration(warmup);
+    if (!sample.empty()) s.sample_interval = rowan::cc::parse_duration(sample);
+    if (!rtts.empty())
+      for (const auto& t : split(rtts, ',')) s.flow_rtts.push_back(rowan::cc::parse_duration(t));
+    if (!flow_ccs.empty()) s.flow_ccs = split(flow_ccs, ',');
+    if (!burst_loss.empty()) {
+      const auto v = split(burst_loss, ':');
+      if (v.size() < 2 || v.size() > 4)
+        throw std::invalid_argument("--burst-loss P_GB:P_BG[:LB[:LG]]");
+      s.ge_p_gb = parse_percent(v[0]);
+      s.ge_p_bg = parse_percent(v[1]);
+      if (v.size() > 2) s.ge_loss_bad = parse_percent(v[2]);
+      if (v.size() > 3) s.ge_loss_good = parse_percent(v[3]);
+    }
+    for (const auto& st : steps) {
+      const auto v = split(st, ':');
+      if (v.size() != 2) throw std::invalid_argument("--rate-step AT:RATE");
+      s.rate_steps.emplace_back(rowan::cc::parse_duration(v[0]), rowan::cc::parse_rate(v[1]));
+    }
+    for (const auto& p : params) {
+      const size_t eq = p.find('=');
+      if (eq == std::string::npos) throw std::invalid_argument("--cc-param wants k=v: " + p);
+      s.cc_params.set(p.substr(0, eq), p.substr(eq + 1));
+    }
+    const rowan::sim::Result r = rowan::sim::run(s);
+    if (json) {
+      std::printf("%s\n", rowan::sim::to_json(s, r).c_str());
+    } else {
+      std::printf("cc=%s rate=%.3f Gbit/s rtt=%.3f ms loss=%.4f%% flows=%d duration=%.1f s\n",
+                  s.cc.c_str(), r.capacity_bps * 1e-9, s.rtt.seconds() * 1e3, s.loss * 100, s.flows,
+                  s.duration.seconds());
+      std::printf(
+          "utilization %.4f  goodput %.3f Gbit/s  queue delay p50/p95/p99 %.3f/%.3f/%.3f ms\n",
+          r.utilization, r.goodput_bps * 1e-9, r.queue_delay_p50_s * 1e3, r.queue_delay_p95_s * 1e3,
+          r.queue_delay_p99_s * 1e3);
+      std::printf("jain %.4f  retransmit ratio %.5f  tail drops %lu  random drops %lu\n",
+                  r.jain_index, r.retransmit_ratio, static_cast<unsigned long>(r.tail_drops),
+                  static_cast<unsigned long>(r.random_drops));
+      for (const auto& f : r.flows)
+        std::printf(
+            "  flow %d %-8s start %.2f s rtt %.1f ms goodput %.3f Gbit/s srtt %.2f ms retx %.5f "
+            "rtos %lu converge %s\n",
+            f.id, f.cc.c_str(), f.start_s, f.rtt_s * 1e3, f.goodput_bps * 1e-9, f.srtt_s * 1e3,
+            f.retransmit_ratio, static_cast<unsigned long>(f.rtos),
+            f.converge_s >= 0 ? (std::to_string(f.converge_s) + " s").c_str() : "never");
+      std::printf("%lu packets, %lu events, %.2f s wall\n", static_cast<unsigned long>(r.packets),
+                  static_cast<unsigned long>(r.events), r.wall_s);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rowan-sim: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,88 @@
+// rowan-sim: a deterministic discrete-event simulator that drives the real
+// transport (transport::Connection) and the real congestion controllers over
+// a simulated bottleneck.
+//
+// Topology per flow i: sender S_i ──▶ shared bottleneck (rate, FIFO buffer in
+// bytes, tail drop; random loss on the wire: Bernoulli and/or Gilbert–Elliott)
+// ──▶ one-way delay rtt_i/2 ──▶ receiver R_i; R_i's ACKs return over an
+// uncongested path of delay rtt_i/2.
+//
+// Cheapness: each path is a FIFO (departures are monotonic and delays constant
+// per flow), so the event heap only holds one entry per path head plus one
+// timer per endpoint; the bottleneck's queue is computed from the time its
+// backlog drains instead of being simulated packet by packet. Payload bytes
+// are elided by default (the transport's ELIDED mode: same frames, packet
+// numbers, ACKs, loss recovery, flow control and CC; STREAM bytes counted,
+// not copied); `verify` carries and checks real bytes.
+//
+// Threading: one Simulation per thread; it owns everything it touches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/units.h"
+#include "cc_params.h"
+
+namespace rowan::sim {
+
+struct Scenario {
+  BitsPerSec rate = BitsPerSec::from_gbps(1);
+  Duration rtt = Duration::from_ms(20);  ///< base RTT (buffer sizing; flows without their own)
+  double loss = 0.0;                     ///< Bernoulli loss on the bottleneck's wire
+  // Gilbert–Elliott burst loss (0 = off): per packet, good→bad with p_gb,
+  // bad→good with p_bg; loss probability loss_bad in bad, loss_good in good.
+  double ge_p_gb = 0.0, ge_p_bg = 0.0, ge_loss_bad = 1.0, ge_loss_good = 0.0;
+  double buffer_bdp = 1.0;  ///< bottleneck buffer as a multiple of rate × rtt ...
+  Bytes buffer_bytes = 0;   ///< ... or in bytes when non-zero
+  int flows = 1;
+  Duration stagger;                 ///< flow i starts at i × stagger
+  std::vector<Duration> flow_rtts;  ///< per-flow RTTs, cycled; empty: all `rtt`
+  std::string cc = "rowan";
+  std::vector<std::string> flow_ccs;  ///< per-flow algorithms, cycled; empty: all `cc`
+  cc::CcParams cc_params;
+  Duration duration = Duration::from_s(30);
+  Duration warmup;  ///< excluded from utilization, goodput, delay, Jain
+  std::vector<std::pair<Duration, BitsPerSec>> rate_steps;  ///< (at, new rate)
+  uint64_t seed = 1;
+  uint32_t mss = 0;  ///< datagram bytes; 0: 9000 at >= 1 Gbit/s, else 1500
+  uint32_t ack_every = 2;
+  bool verify = false;       ///< carry and check real payload bytes
+  Duration sample_interval;  ///< 0: max(rtt, 1 ms)
+  std::string series_path;   ///< CSV of per-flow throughput and queue delay
+};
+
+struct FlowResult {
+  int id = 0;
+  std::string cc;
+  double start_s = 0;
+  double rtt_s = 0;
+  double goodput_bps = 0;  ///< in-order stream bytes over the flow's measured window
+  double retransmit_ratio = 0;
+  double srtt_s = 0, min_rtt_s = 0;
+  uint64_t lost_packets = 0, rtos = 0, spurious = 0;
+  double converge_s = -1;  ///< time from start to ≥ 90% of fair share (−1: never)
+  uint64_t verify_errors = 0;
+};
+
+struct Result {
+  double capacity_bps = 0;
+  double utilization = 0;  ///< wire bytes delivered across the bottleneck / capacity
+  double goodput_bps = 0;
+  double queue_delay_p50_s = 0, queue_delay_p95_s = 0, queue_delay_p99_s = 0;
+  double jain_index = 1;  ///< over [max(warmup, last start), end]
+  double retransmit_ratio = 0;
+  uint64_t tail_drops = 0, random_drops = 0, packets = 0, events = 0;
+  double wall_s = 0;
+  std::vector<FlowResult> flows;
+};
+
+/// Runs `s`; throws std::invalid_argument / cc::CcParamError on a bad scenario.
+Result run(const Scenario& s);
+
+/// The result as the one JSON object of ARCHITECTURE.md's rowan-sim contract.
+std::string to_json(const Scenario& s, const Result& r);
+
+}  // namespace rowan::sim
