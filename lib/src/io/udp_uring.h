@@ -1,0 +1,87 @@
+// A PacketIo over a kernel UDP socket driven through io_uring (liburing), for
+// gateways without a DPDK NIC on the WAN side (and for librowan's message
+// channel). Receives are kept posted in the ring (recvmsg with the ECN/TOS
+// control message); sends copy each datagram into a preallocated slot and are
+// submitted once per burst. No allocation after construction.
+//
+// Threading: one thread owns it (PacketIo's rule).
+#pragma once
+
+#include <liburing.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "io/packet_io.h"
+
+namespace rowan::io {
+
+struct UdpEndpoint {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  /// Parses "198.19.0.2:47910" or "[2001:2::2]:47910"; throws std::invalid_argument.
+  static UdpEndpoint parse(const std::string& text);
+  std::string to_string() const;
+  bool same(const sockaddr_storage& a) const;
+};
+
+struct UdpUringOptions {
+  UdpEndpoint bind;              ///< local address and port
+  UdpEndpoint peer;              ///< where datagrams go; only datagrams from it are accepted
+  uint32_t max_datagram = 1472;  ///< UDP payload bytes (MTU − IP − UDP)
+  uint32_t rx_slots = 256;       ///< receives kept posted
+  uint32_t tx_slots = 256;       ///< sends in flight at most
+  int socket_buffer = 8 << 20;   ///< SO_RCVBUF/SO_SNDBUF bytes
+};
+
+/// Extra counters of this backend.
+struct UdpStats {
+  uint64_t rx_wrong_source = 0;  ///< datagrams from anyone but the peer (dropped)
+  uint64_t rx_errors = 0;
+  uint64_t tx_errors = 0;  ///< sendmsg failures (e.g. unreachable), datagram lost
+};
+
+class UdpUringIo final : public PacketIo {
+ public:
+  /// Creates, binds and sets up the ring; throws std::system_error.
+  explicit UdpUringIo(const UdpUringOptions& opts);
+  ~UdpUringIo() override;
+
+  size_t send_burst(std::span<const TxDatagram> pkts, TimePoint now) noexcept override;
+  size_t recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept override;
+  uint32_t max_datagram() const noexcept override { return opts_.max_datagram; }
+  const IoStats& stats() const noexcept override { return stats_; }
+  const UdpStats& udp_stats() const noexcept { return udp_stats_; }
+  /// Blocks up to `timeout` for a completion (an idle event loop's sleep).
+  void wait(Duration timeout) noexcept;
+  int fd() const { return fd_; }
+
+ private:
+  struct Slot {
+    msghdr msg{};
+    iovec iov{};
+    sockaddr_storage addr{};
+    alignas(cmsghdr) uint8_t control[64]{};
+    uint32_t len = 0;
+    bool ready = false;  ///< rx: completed, waiting to be handed out
+  };
+  void post_recv(uint32_t i) noexcept;
+  void reap() noexcept;
+
+  UdpUringOptions opts_;
+  int fd_ = -1;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  std::vector<uint8_t> rx_mem_, tx_mem_;
+  std::vector<Slot> rx_, tx_;
+  std::vector<uint32_t> rx_ready_;  ///< FIFO of completed receive slots
+  size_t rx_ready_head_ = 0;
+  std::vector<uint32_t> tx_free_;
+  uint32_t pending_submit_ = 0;
+  IoStats stats_;
+  UdpStats udp_stats_;
+};
+
+}  // namespace rowan::io
