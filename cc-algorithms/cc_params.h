@@ -24,6 +24,8 @@ class CcParams {
 
   void set(const std::string& key, const std::string& value) { kv_[key] = value; }
   bool empty() const { return kv_.empty(); }
+  /// Every key and its text, as given (for printing a config back).
+  const std::map<std::string, std::string>& values() const { return kv_; }
 
   /// A real-valued parameter within [lo, hi]; `def` when absent.
   double get_double(const std::string& key, double def, double lo, double hi) const;

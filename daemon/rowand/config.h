@@ -6,10 +6,13 @@
 // packet cores only ever see a validated, immutable copy.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/units.h"
@@ -82,7 +85,8 @@ struct WanConfig {
 struct PeerConfig {
   std::string name;
   SockAddr endpoint;               ///< the peer gateway's WAN address and port
-  std::vector<std::string> links;  ///< names of [[wan.link]]s to reach it; default: all
+  std::vector<std::string> links;  ///< names of [[wan.link]]s to reach it; when the file
+                                   ///< names none, parsing fills in every link (never empty)
 };
 
 enum class RouteMode : uint8_t { kPassthrough, kSplit, kDirect };
@@ -143,6 +147,29 @@ class ConfigError : public std::runtime_error {
 GatewayConfig load_config(const std::string& path);
 /// The same from text, `path` only naming it in messages (tests, fuzzing).
 GatewayConfig parse_config(std::string_view text, const std::string& path);
+
+/// The prefix with its host bits cleared (198.18.1.1/24 -> 198.18.1.0/24).
+Prefix network_of(const Prefix& p);
+/// Parses "198.18.2.0/24" or "2001:2::/48" (host bits must be zero).
+std::optional<Prefix> parse_prefix(std::string_view text);
+/// Parses "198.19.0.2:47910", "[2001:2::2]:47910", or a bare address (then
+/// `default_port`). Port 0 is rejected.
+std::optional<SockAddr> parse_sockaddr(std::string_view text, uint16_t default_port);
+
+/// The configuration as TOML that parse_config reads back to the same values
+/// (`rowand --print-config`). Every key is written, defaults included.
+std::string to_toml(const GatewayConfig& cfg);
+
+/// What a SIGHUP reload cannot apply without a restart: the names of the
+/// sections that differ between the running and the new config ("[eal]",
+/// "[local]", "[wan]", "[[peer]]", "[control]", "[metrics]"). Routes, [cc] and
+/// [log] reload in place and are never listed. Empty: the reload is complete.
+std::vector<std::string> reload_blockers(const GatewayConfig& running, const GatewayConfig& next);
+
+/// `rowand --check-config -c FILE`: loads `path`, writes "FILE: configuration
+/// ok" to `out` and returns 0, or writes every error (one per line) to `err`
+/// and returns kExitConfig.
+int check_config_main(const std::string& path, std::ostream& out, std::ostream& err);
 
 /// Exit status for a bad config (sysexits EX_CONFIG).
 inline constexpr int kExitConfig = 78;

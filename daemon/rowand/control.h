@@ -5,9 +5,24 @@
 // Request:  {"cmd":"status"} | {"cmd":"peers"} | {"cmd":"links"} | {"cmd":"flows"} | {"cmd":"reload"}
 //           (optional "args":{...})
 // Reply:    {"ok":true,"result":{...}}  or  {"ok":false,"error":"..."}
+//
+// One request per line, one reply line per request, in order; a client may
+// send several requests on one connection. Malformed requests (not JSON, not
+// an object, no "cmd" string, longer than kMaxControlRequest) get an error
+// reply and the connection stays usable. Whitespace-only lines are ignored.
+//
+// Results rowanctl renders (keys are free-form; rowanctl prints what it gets,
+// and formats numbers by the key's unit suffix: _bps, _bytes, _s, _total):
+//   status -> {"version":..., "uptime_s":..., "config":..., ...}   one object
+//   peers  -> {"peers":[{"name":..., "endpoint":..., ...}, ...]}
+//   links  -> {"links":[{"name":..., ...}, ...]}
+//   flows  -> {"flows":[{"peer":..., "stream":..., ...}, ...]}
+//   reload -> {"reloaded":true, ...}
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -43,17 +58,27 @@ class ControlServer {
 
  private:
   void run();
+  void close_fds();
   std::string path_;
   ControlHandler& handler_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  ///< eventfd to stop the thread
+  uint32_t socket_gid_ = 0;  ///< members of this group may connect (SO_PEERCRED)
+  uint64_t socket_dev_ = 0;  ///< the socket file we made, so we only ever unlink ours
+  uint64_t socket_ino_ = 0;
   std::atomic<bool> running_{false};
   std::thread thread_;
 };
 
-/// Client side (rowanctl, librowan): one request, one reply. Throws
-/// std::system_error when the daemon is unreachable (exit 69 in rowanctl) and
-/// std::runtime_error on a malformed reply.
+/// Longest request line the server accepts (bytes, newline excluded); longer
+/// lines get an error reply and are skipped, the connection stays usable.
+inline constexpr size_t kMaxControlRequest = 64 * 1024;
+
+/// Client side (rowanctl, librowan): one request, one reply. Returns the whole
+/// reply object ({"ok":true,"result":...} or {"ok":false,"error":"..."}).
+/// Throws std::system_error when the daemon is unreachable or does not answer
+/// within `timeout_ms` (exit 69 in rowanctl) and std::runtime_error on a
+/// malformed reply. Any thread.
 nlohmann::ordered_json control_request(const std::string& socket_path, const std::string& cmd,
                                        const nlohmann::ordered_json& args = nlohmann::ordered_json::object(),
                                        int timeout_ms = 5000);
