@@ -1,0 +1,158 @@
+// Small, fast rowan-sim scenarios with behavioural assertions. They run the
+// real transport and congestion controllers (label: sim).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "registry.h"
+#include "sim.h"
+#include "tools/paths.h"
+
+namespace rowan::sim {
+namespace {
+
+Scenario base(const std::string& cc) {
+  Scenario s;
+  s.cc = cc;
+  s.rate = BitsPerSec::from_mbps(100);
+  s.rtt = Duration::from_ms(20);
+  s.duration = Duration::from_s(10);
+  s.warmup = Duration::from_s(2);
+  return s;
+}
+
+class PerAlgorithm : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (cc::Registry::find(GetParam()) == nullptr) GTEST_SKIP() << GetParam() << " not built";
+  }
+};
+
+TEST_P(PerAlgorithm, SingleFlowFillsTheLink) {
+  const Result r = run(base(GetParam()));
+  EXPECT_GE(r.utilization, 0.90);
+  EXPECT_GE(r.goodput_bps, 0.88e8);
+  EXPECT_EQ(r.flows[0].rtos, 0U);
+}
+
+TEST_P(PerAlgorithm, TwoFlowsShareTheLink) {
+  Scenario s = base(GetParam());
+  s.flows = 2;
+  s.stagger = Duration::from_s(1);
+  s.duration = Duration::from_s(30);
+  s.warmup = Duration::from_s(10);
+  const Result r = run(s);
+  EXPECT_GE(r.utilization, 0.85);
+  EXPECT_GE(r.jain_index, 0.9) << r.flows[0].goodput_bps << " vs " << r.flows[1].goodput_bps;
+}
+
+TEST_P(PerAlgorithm, LossIsRepairedAndEveryByteArrivesInOrder) {
+  Scenario s = base(GetParam());
+  s.rate = BitsPerSec::from_mbps(50);
+  s.loss = 0.01;
+  s.verify = true;  // real bytes, checked at the receiver
+  s.duration = Duration::from_s(5);
+  s.warmup = Duration::zero();
+  const Result r = run(s);
+  EXPECT_GT(r.random_drops, 0U);
+  EXPECT_GT(r.retransmit_ratio, 0.0);
+  EXPECT_EQ(r.flows[0].verify_errors, 0U);
+  EXPECT_GT(r.goodput_bps, 1e6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sim, PerAlgorithm,
+                         ::testing::Values(std::string(cc::kDefaultAlgorithm), "cubic", "bbr"),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST(Sim, IsDeterministic) {
+  Scenario s = base("cubic");
+  s.loss = 0.001;
+  s.flows = 2;
+  s.duration = Duration::from_s(3);
+  Result a = run(s), b = run(s);
+  a.wall_s = b.wall_s = 0;
+  EXPECT_EQ(to_json(s, a), to_json(s, b));
+  s.seed = 2;
+  Result c = run(s);
+  c.wall_s = 0;
+  EXPECT_NE(to_json(s, a), to_json(s, c));
+}
+
+TEST(Sim, TailDropBoundsTheQueue) {
+  // CUBIC fills any buffer: queue delay can never exceed buffer / rate.
+  Scenario s = base("cubic");
+  s.buffer_bdp = 0.5;  // 125 kB at 100 Mbit/s = 10 ms
+  const Result r = run(s);
+  EXPECT_GT(r.tail_drops, 0U);
+  EXPECT_LE(r.queue_delay_p99_s, 0.0105);
+  EXPECT_GT(r.queue_delay_p99_s, 0.002);
+}
+
+TEST(Sim, RateStepIsFollowed) {
+  Scenario s = base("cubic");
+  s.rate_steps.emplace_back(Duration::from_s(5), BitsPerSec::from_mbps(50));
+  const Result r = run(s);
+  // Measured 2..10 s: 3 s at 100 Mbit/s then 5 s at 50 Mbit/s = 68.75 Mbit/s.
+  EXPECT_LT(r.goodput_bps, 0.70e8);
+  EXPECT_GT(r.goodput_bps, 0.58e8);
+  EXPECT_GT(r.utilization, 0.85);  // against the integrated capacity
+}
+
+TEST(Sim, GilbertElliottLossHasTheStationaryRate) {
+  Scenario s = base("bbr");
+  s.ge_p_gb = 0.0005;
+  s.ge_p_bg = 0.3;  // bursts of 3.3 packets on average, all lost
+  s.duration = Duration::from_s(20);
+  const Result r = run(s);
+  const double expected = 0.0005 / (0.0005 + 0.3);
+  const double got = static_cast<double>(r.random_drops) / static_cast<double>(r.packets);
+  EXPECT_NEAR(got, expected, expected * 0.4);
+}
+
+TEST(Sim, PerFlowRttsAndAlgorithms) {
+  Scenario s = base("cubic");
+  s.flows = 2;
+  s.flow_rtts = {Duration::from_ms(10), Duration::from_ms(40)};
+  s.flow_ccs = {"cubic", "bbr"};
+  const Result r = run(s);
+  ASSERT_EQ(r.flows.size(), 2U);
+  EXPECT_EQ(r.flows[1].cc, "bbr");
+  EXPECT_NEAR(r.flows[0].min_rtt_s, 0.010, 0.002);
+  EXPECT_NEAR(r.flows[1].min_rtt_s, 0.040, 0.002);
+}
+
+TEST(Sim, CliPrintsTheJsonContract) {
+  const std::string bin = test::binary_dir() + "/tools/rowan-sim/rowan-sim";
+  const std::string series = test::binary_dir() + "/sim_test_series.csv";
+  const std::string cmd = bin +
+                          " --cc cubic --rate 100mbit --rtt 10ms --loss 0.1% --buffer 1bdp "
+                          "--flows 2 --stagger 1s --duration 4s --seed 3 --json --series " +
+                          series;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p.get())) out.append(buf, n);
+  const auto j = nlohmann::json::parse(out);
+  for (const char* k : {"capacity_bps", "utilization", "goodput_bps", "queue_delay_p50_s",
+                        "queue_delay_p95_s", "queue_delay_p99_s", "jain_index", "retransmit_ratio"})
+    EXPECT_TRUE(j.contains(k) && j[k].is_number()) << k;
+  EXPECT_EQ(j["capacity_bps"].get<double>(), 1e8);
+  ASSERT_EQ(j["flows"].size(), 2U);
+  EXPECT_EQ(j["flows"][1]["id"], 1);
+  EXPECT_EQ(j["flows"][1]["start_s"], 1.0);
+  EXPECT_GT(j["flows"][1]["goodput_bps"].get<double>(), 0);
+  FILE* f = std::fopen(series.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  int lines = 0;
+  while (std::fgets(buf, sizeof buf, f) != nullptr) ++lines;
+  std::fclose(f);
+  EXPECT_GT(lines, 300);  // 10 ms samples × 4 s, two flows
+  std::remove(series.c_str());
+}
+
+}  // namespace
+}  // namespace rowan::sim
