@@ -24,14 +24,15 @@ function(rowan_dpdk_options target)
   target_link_libraries(${target} PRIVATE PkgConfig::DPDK)
 endfunction()
 
-# rowan_add_test(NAME SOURCES ... LABELS unit|sim|integration|interop [LIBS ...] [TIMEOUT s])
+# rowan_add_test(NAME SOURCES ... LABELS unit|sim|integration|interop [LIBS ...] [TIMEOUT s]
+#                [PROPERTIES key value ...])   # extra ctest properties, e.g. RESOURCE_LOCK testbed
 # Builds a GoogleTest binary and registers each of its tests with ctest under
 # the given labels.
 function(rowan_add_test name)
   if(NOT ROWAN_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS;LIBS;PROPERTIES" ${ARGN})
   if(NOT T_LABELS)
     message(FATAL_ERROR "rowan_add_test(${name}) needs LABELS")
   endif()
@@ -47,7 +48,7 @@ function(rowan_add_test name)
   rowan_project_options(${name})
   target_link_libraries(${name} PRIVATE rowan_test_tools GTest::gtest GTest::gtest_main ${T_LIBS})
   gtest_discover_tests(${name}
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ${T_PROPERTIES}
     ENVIRONMENT "ROWAN_SOURCE_DIR=${PROJECT_SOURCE_DIR};ROWAN_BINARY_DIR=${PROJECT_BINARY_DIR}"
     DISCOVERY_TIMEOUT 60)
 endfunction()
