@@ -535,15 +535,19 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
     if (lo > hi) continue;
     if (had_acked && lo <= prev_largest) {
       const uint64_t old_hi = std::min(hi, prev_largest);
+      // Only holes and lost packets can be newly acked below the previous
+      // largest; most ACK ranges repeat what is already known and cost a
+      // binary search each.
       for (IntervalSet* set : {&unacked_holes_, &lost_pns_}) {
         const auto& rs = set->ranges();
-        for (size_t i = set->first_at_or_after(lo); i < rs.size() && rs[i].lo <= old_hi; ++i) {
+        const size_t first = set->first_at_or_after(lo);
+        if (first == rs.size() || rs[first].lo > old_hi) continue;
+        for (size_t i = first; i < rs.size() && rs[i].lo <= old_hi; ++i) {
           const uint64_t end = std::min(rs[i].hi, old_hi + 1);
           for (uint64_t pn = std::max(rs[i].lo, lo); pn < end; ++pn) process(pn);
         }
+        set->remove(lo, old_hi + 1);
       }
-      unacked_holes_.remove(lo, old_hi + 1);
-      lost_pns_.remove(lo, old_hi + 1);
     }
     const uint64_t new_lo = had_acked ? std::max(lo, prev_largest + 1) : lo;
     for (uint64_t pn = new_lo; pn <= hi; ++pn) process(pn);
