@@ -191,6 +191,9 @@ json Emulator::stats_json(TimePoint now) const {
         {"release_error_us",
          {{"mean", static_cast<double>(c.late_sum_ns) / n_late / 1e3},
           {"min", static_cast<double>(c.late_min_ns) / 1e3},
+          {"p50", c.late_quantile_us(0.5)},
+          {"p99", c.late_quantile_us(0.99)},
+          {"p999", c.late_quantile_us(0.999)},
           {"max", static_cast<double>(c.late_max_ns) / 1e3}}},
     };
   }
@@ -200,6 +203,7 @@ json Emulator::stats_json(TimePoint now) const {
   };
   out["loop"] = json{{"sleeps", loop_.sleeps},
                      {"timer_wakeups", loop_.timeouts},
+                     {"forced_sleeps", loop_.forced_sleeps},
                      {"slept_s", static_cast<double>(loop_.slept_ns) / 1e9},
                      {"timer_overshoot_us",
                       {{"mean", mean_us(loop_.overshoot_sum_ns, loop_.timeouts)},
@@ -242,14 +246,14 @@ std::string Emulator::stats_text(TimePoint now) const {
         ")\n  duplicated %llu, corrupted %llu, reordered %llu, ecn_marked %llu; "
         "queue %llu B (max %llu B), in flight %zu\n"
         "  delay applied mean %.1f us (min %.1f, max %.1f); release error mean %.1f "
-        "us (max %.1f)\n",
+        "us (p99 %.0f, max %.1f)\n",
         static_cast<unsigned long long>(c.duplicated), static_cast<unsigned long long>(c.corrupted),
         static_cast<unsigned long long>(c.reordered), static_cast<unsigned long long>(c.ecn_marked),
         static_cast<unsigned long long>(dr.backlog(now)),
         static_cast<unsigned long long>(c.queue_max_bytes), dr.in_flight(),
         static_cast<double>(c.delay_sum_ns) / n_delay / 1e3,
         static_cast<double>(c.delay_min_ns) / 1e3, static_cast<double>(c.delay_max_ns) / 1e3,
-        static_cast<double>(c.late_sum_ns) / n_late / 1e3,
+        static_cast<double>(c.late_sum_ns) / n_late / 1e3, c.late_quantile_us(0.99),
         static_cast<double>(c.late_max_ns) / 1e3);
     out += line;
   }

@@ -45,7 +45,9 @@ struct LinkEvent {
 /// What the forwarding loop reports about its own sleeping and timing.
 struct LoopStats {
   uint64_t sleeps = 0;
-  uint64_t timeouts = 0;  ///< sleeps ended by the timer (not by a frame or a request)
+  uint64_t timeouts = 0;
+  uint64_t forced_sleeps = 0;  ///< SCHED_FIFO run-budget pauses (sustained load)  ///< sleeps ended
+                               ///< by the timer (not by a frame or a request)
   int64_t slept_ns = 0;
   int64_t overshoot_sum_ns = 0;  ///< timer wake-ups: how late after the asked time
   int64_t overshoot_max_ns = 0;

@@ -262,6 +262,20 @@ void Direction::note_tx(TimePoint now, int64_t release_ns, uint32_t len) noexcep
   }
   ++counters_.late_count;
   counters_.late_sum_ns += late;
+  const int64_t bucket = std::clamp<int64_t>(late / 1000 - DirCounters::kLateHistMinUs, 0,
+                                             DirCounters::kLateHistBuckets - 1);
+  ++counters_.late_hist[static_cast<size_t>(bucket)];
+}
+
+double DirCounters::late_quantile_us(double q) const {
+  if (late_count == 0) return 0;
+  const auto target = static_cast<uint64_t>(q * static_cast<double>(late_count - 1));
+  uint64_t seen = 0;
+  for (size_t i = 0; i < late_hist.size(); ++i) {
+    seen += late_hist[i];
+    if (seen > target) return static_cast<double>(static_cast<int64_t>(i) + kLateHistMinUs);
+  }
+  return static_cast<double>(static_cast<int64_t>(late_hist.size()) + kLateHistMinUs);
 }
 
 }  // namespace rowan::wanem

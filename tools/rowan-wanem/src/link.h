@@ -85,6 +85,12 @@ struct DirCounters {
   int64_t late_sum_ns = 0;
   int64_t late_max_ns = 0;
   int64_t late_min_ns = 0;
+  /// Histogram of that error in 1 µs buckets from kLateHistMinUs (both ends clamp).
+  static constexpr int kLateHistMinUs = -256;
+  static constexpr size_t kLateHistBuckets = 2304;  // up to +2047 µs
+  std::array<uint64_t, kLateHistBuckets> late_hist{};
+  /// The q-quantile (0..1) of the release error in µs, from the histogram.
+  double late_quantile_us(double q) const;
 
   uint64_t dropped() const {
     uint64_t n = 0;

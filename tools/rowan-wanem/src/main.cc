@@ -51,6 +51,10 @@ namespace {
 
 constexpr uint16_t kBurst = 32;
 constexpr size_t kTxPending = 1024;
+constexpr Duration kSpinWindow = Duration::from_ms(10);
+constexpr Duration kSpinBudget = Duration::from_ms(3);
+constexpr Duration kRtRunBudget = Duration::from_ms(10);
+constexpr Duration kRtPause = Duration::from_ms(1);
 constexpr int kExitUsage = 64;
 constexpr int kExitUnavailable = 69;
 
@@ -67,9 +71,9 @@ struct Options {
   std::string flap_dir = "both";
   uint32_t mbufs = 65536;
   uint32_t framecnt = 4096;
-  std::string spin_margin = "20us";
+  std::string spin_margin = "10us";
   std::string early = "2us";
-  std::string idle_spin = "50us";
+  std::string idle_spin = "5us";
   std::string max_sleep = "100ms";
   std::string huge_dir;
   std::string file_prefix;
@@ -348,6 +352,7 @@ int run(const Options& opt) {
     size_t n_stamps[2] = {0, 0};
     std::vector<pollfd> pfds;
     TimePoint last_busy = now;
+    TimePoint last_wake = now;
     TimePoint next_control = now;
     TimePoint next_offset = now;
     int64_t realtime_offset = 0;
@@ -356,8 +361,23 @@ int run(const Options& opt) {
     LoopStats& ls = emu.loop_stats();
     bool armed = false;
     bool quit = false;
+    // Spin budget: within each window the loop may spin (wait for a release
+    // less than the wake-up margin away) for at most kSpinBudget. Beyond it,
+    // frames due within the margin leave early instead, and the loop sleeps.
+    TimePoint window_start = now;
+    int64_t spun_ns = 0;
+    bool spinning = false;
+    TimePoint prev = now;
     while (g_stop == 0 && !quit) {
       now = clock.now();
+      if (spinning) spun_ns += (now - prev).ns();
+      prev = now;
+      spinning = false;
+      if (now - window_start >= kSpinWindow) {
+        window_start = now;
+        spun_ns = 0;
+      }
+      const bool relaxed = spun_ns >= kSpinBudget.ns();
       size_t work = 0;
       if (now >= emu.next_event()) emu.run_schedule(now);
       // Transmit what is due first: its timing matters most.
@@ -375,7 +395,7 @@ int run(const Options& opt) {
           }
         }
         work += flush_tx(q, dir, now);
-        const TimePoint deadline = now + early;
+        const TimePoint deadline = now + (relaxed ? std::max(early, margin) : early);
         while (q.count < kTxPending && dir.next_release() <= deadline) {
           const size_t room = std::min<size_t>(kBurst, kTxPending - q.count);
           const size_t n = dir.release(deadline, due, room);
@@ -428,6 +448,15 @@ int run(const Options& opt) {
         quit = control->poll_once(emu, now);
         next_control = now + Duration::from_ms(1);
       }
+      if (opt.rt_priority > 0 && now - last_wake > kRtRunBudget) {
+        // A SCHED_FIFO thread that never sleeps is throttled by the kernel for
+        // 50 ms each second; sleeping briefly on our own terms costs far less.
+        const timespec pause{0, kRtPause.ns()};
+        nanosleep(&pause, nullptr);
+        last_wake = clock.now();
+        ++ls.forced_sleeps;
+        continue;
+      }
       if (work > 0 || txq[0].count > 0 || txq[1].count > 0) {
         last_busy = now;
         armed = false;
@@ -436,10 +465,12 @@ int run(const Options& opt) {
       TimePoint next = std::min(emu.dir(0).next_release(), emu.dir(1).next_release());
       next = std::min(next, emu.next_event());
       const Duration wait = next.is_infinite() ? Duration::infinite() : next - now;
-      if (wait <= margin || now - last_busy < idle_spin) {
+      if (!relaxed && (wait <= margin || now - last_busy < idle_spin)) {
+        spinning = true;
         rte_pause();
         continue;
       }
+      if (relaxed && wait <= margin) continue;  // released early on the next pass
       if (!armed) {
         // Empty the doorbells, then look at the rings once more: a frame that
         // arrives after this point rings the bell and ends the sleep.
@@ -459,6 +490,7 @@ int run(const Options& opt) {
       timespec ts{sleep.ns() / 1000000000, sleep.ns() % 1000000000};
       const int r = ppoll(pfds.data(), pfds.size(), &ts, nullptr);
       const TimePoint woke = clock.now();
+      last_wake = woke;
       ++ls.sleeps;
       ls.slept_ns += (woke - now).ns();
       if (r == 0) {
@@ -468,8 +500,8 @@ int run(const Options& opt) {
         ls.overshoot_sum_ns += over;
         ls.overshoot_max_ns = std::max(ls.overshoot_max_ns, over);
         overshoot_ewma += (over - overshoot_ewma) / 8;
-        margin = std::clamp(Duration::from_ns(2 * overshoot_ewma + 5000), spin_margin,
-                            Duration::from_ms(1));
+        margin =
+            std::clamp(Duration::from_ns(overshoot_ewma + 5000), spin_margin, Duration::from_ms(1));
       } else if (r > 0) {
         if (bells.size() == 2) {
           for (int d = 0; d < 2; ++d) {

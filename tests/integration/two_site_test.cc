@@ -1,0 +1,253 @@
+// The two-site testbed, checked from the hosts: scripts/two-site brings it up
+// (direct mode, netns hosts, rowan-wanem between the gateways) and these tests
+// measure what the hosts see: ping RTT, iperf3 UDP rate, loss, a flap, and
+// Linux TCP (cubic, bbr) across it. Every test tears the testbed down.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/paths.h"
+
+namespace rowan::test {
+namespace {
+
+using nlohmann::json;
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+// Runs a shell command; returns its exit status and stdout (stderr passes through).
+Result run(const std::string& cmd) {
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+bool have(const std::string& tool) { return run("command -v " + tool + " >/dev/null").status == 0; }
+
+class TwoSiteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    for (const char* tool : {"ip", "iperf3", "ping", "ethtool", "jq", "ss"}) {
+      if (!have(tool)) GTEST_SKIP() << tool << " is not installed (scripts/setup-deps)";
+    }
+    const std::string wanem = binary_dir() + "/tools/rowan-wanem/rowan-wanem";
+    if (access(wanem.c_str(), X_OK) != 0) {
+      GTEST_SKIP() << "rowan-wanem is not built (ROWAN_BUILD_DPDK=OFF?): " << wanem;
+    }
+    setenv("ROWAN_WANEM", wanem.c_str(), 1);
+    script_ = source_dir() + "/scripts/two-site";
+    // A testbed left by a crashed run would make `up` refuse: clear it.
+    run(script_ + " down");
+    started_ = true;
+  }
+  void TearDown() override {
+    if (!started_) return;
+    const Result r = run(script_ + " down");
+    EXPECT_EQ(r.status, 0) << "two-site down left something behind";
+    EXPECT_EQ(run("ip netns list | grep -E '^rowan-(a-host|a-gw|wan|b-gw|b-host)( |$)'").status, 1)
+        << "namespaces left after down";
+  }
+
+  void up(const std::string& args) {
+    const Result r = run(script_ + " up " + args);
+    ASSERT_EQ(r.status, 0) << "two-site up " << args << " failed";
+  }
+  Result exec(char site, const std::string& cmd) {
+    return run(script_ + " exec " + site + " -- " + cmd);
+  }
+  json wanem(const std::string& ctl) {
+    const Result r = run(script_ + " wanem " + ctl);
+    EXPECT_EQ(r.status, 0) << "wanem " << ctl << ": " << r.out;
+    return r.status == 0 ? json::parse(r.out) : json();
+  }
+  // Starts an iperf3 server (JSON mode, one test) on site B's host and waits
+  // until it listens.
+  void iperf_server(int port) {
+    ASSERT_EQ(
+        exec('b', "iperf3 -s -D -1 -J -p " + std::to_string(port) + " --logfile /dev/null").status,
+        0);
+    for (int i = 0; i < 50; ++i) {
+      if (!exec('b', "ss -Hltn sport = :" + std::to_string(port)).out.empty()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL() << "iperf3 server did not start";
+  }
+  // Per-reply RTTs in ms of `ping ARGS 198.18.2.10` from site A.
+  std::vector<double> ping_rtts(const std::string& args) {
+    const Result r = exec('a', "ping -n " + args + " 198.18.2.10");
+    std::vector<double> rtts;
+    static const std::regex kTime(R"(time=([0-9.]+) ms)");
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), kTime), end; it != end; ++it) {
+      rtts.push_back(std::stod((*it)[1].str()));
+    }
+    return rtts;
+  }
+
+  std::string script_;
+  bool started_ = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? NAN : v[v.size() / 2];
+}
+
+TEST_F(TwoSiteTest, PingRttMatchesTheSettingAndFollowsRuntimeChanges) {
+  up("--rate 100mbit --rtt 20ms --mode direct --hosts netns");
+  auto rtts = ping_rtts("-c 20 -i 0.05");
+  ASSERT_GE(rtts.size(), 19U);
+  EXPECT_NEAR(median(rtts), 20.0, 0.2);
+  EXPECT_GE(*std::min_element(rtts.begin(), rtts.end()), 19.95) << "emulated delay too short";
+
+  // Change the delay at run time: 50 ms round trip.
+  wanem("set delay=25ms");
+  rtts = ping_rtts("-c 10 -i 0.05");
+  ASSERT_GE(rtts.size(), 9U);
+  EXPECT_NEAR(median(rtts), 50.0, 0.2);
+
+  const json st = run(script_ + " status --json").status == 0
+                      ? json::parse(run(script_ + " status --json").out)
+                      : json();
+  ASSERT_TRUE(st.is_object());
+  EXPECT_EQ(st["state"], "up");
+  EXPECT_EQ(st["mode"], "direct");
+  EXPECT_EQ(st["namespaces"].size(), 5U);
+  EXPECT_GE(st["wanem"]["stats"]["a2b"]["forwarded_frames"].get<uint64_t>(), 30U);
+}
+
+TEST_F(TwoSiteTest, UdpThroughputMatchesTheRate) {
+  constexpr double kRate = 100e6;
+  constexpr int kPayload = 1400;
+  constexpr double kFrame = kPayload + 8 + 20 + 14;  // UDP, IPv4, Ethernet headers
+  up("--rate 100mbit --rtt 10ms");
+  iperf_server(5201);
+  const Result r = exec('a',
+                        "iperf3 -c 198.18.2.10 -p 5201 -u -b 120M -l 1400 -t 4 -J "
+                        "--get-server-output");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j.contains("server_output_json")) << r.out;
+  // Whole seconds 1..3 at the receiver: the queue is full by then.
+  double bytes = 0, secs = 0;
+  for (const json& iv : j["server_output_json"]["intervals"]) {
+    const json& s = iv["sum"];
+    if (s["start"].get<double>() < 0.99 || s["end"].get<double>() > 3.01) continue;
+    bytes += s["bytes"].get<double>();
+    secs += s["seconds"].get<double>();
+  }
+  ASSERT_GT(secs, 1.9);
+  const double payload_bps = bytes * 8 / secs;
+  const double expected = kRate * kPayload / kFrame;
+  EXPECT_NEAR(payload_bps / expected, 1.0, 0.02)
+      << "received " << payload_bps / 1e6 << " Mbit/s of UDP payload, expected " << expected / 1e6;
+  // The emulator's own view: the rest of the offered 120 Mbit/s was tail-dropped.
+  const json st = wanem("stats");
+  EXPECT_GT(st["stats"]["a2b"]["dropped"]["queue_full"].get<uint64_t>(), 0U);
+  EXPECT_EQ(st["stats"]["a2b"]["dropped"]["loss"].get<uint64_t>(), 0U);
+}
+
+TEST_F(TwoSiteTest, LossRateWithinItsBinomialInterval) {
+  constexpr double kLoss = 0.02;
+  up("--rate 100mbit --rtt 10ms --loss 2%");
+  iperf_server(5202);
+  // 20 Mbit/s: far below the rate, so only the emulated loss drops datagrams.
+  const Result r = exec('a', "iperf3 -c 198.18.2.10 -p 5202 -u -b 20M -l 1400 -t 3 -J");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  const json& sum = j["end"]["sum"];
+  const double total = sum["packets"].get<double>();
+  const double lost = sum["lost_packets"].get<double>();
+  ASSERT_GT(total, 4000);
+  // 99.9% normal approximation of the binomial interval.
+  const double sd = std::sqrt(total * kLoss * (1 - kLoss));
+  EXPECT_NEAR(lost, total * kLoss, 3.29 * sd) << lost << " of " << total << " lost";
+  // Nothing but the Bernoulli loss dropped frames a2b.
+  const json st = wanem("stats");
+  const json& d = st["stats"]["a2b"]["dropped"];
+  EXPECT_EQ(d["total"], d["loss"]);
+}
+
+TEST_F(TwoSiteTest, FlapStopsTrafficForItsLengthThenTrafficResumes) {
+  up("--rate 100mbit --rtt 10ms");
+  // 150 pings 20 ms apart (3 s); the link goes down for 1 s after ~0.8 s.
+  std::thread flapper([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    wanem("flap both 1s");
+  });
+  const Result r = exec('a', "ping -n -D -i 0.02 -c 150 -W 1 198.18.2.10");
+  flapper.join();
+  // Replies: "[EPOCH.US] 64 bytes from ...: icmp_seq=N ttl=62 time=... ms".
+  std::vector<int> seqs;
+  std::vector<double> stamps;
+  static const std::regex kReply(R"(\[([0-9.]+)\] [0-9]+ bytes from .*icmp_seq=([0-9]+) )");
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), kReply), end; it != end; ++it) {
+    stamps.push_back(std::stod((*it)[1].str()));
+    seqs.push_back(std::stoi((*it)[2].str()));
+  }
+  ASSERT_GT(seqs.size(), 20U) << r.out;
+  // Exactly one hole, and the replies on either side of it are 1 s apart
+  // (plus at most a round trip and a ping interval or two).
+  int holes = 0;
+  double widest = 0;
+  for (size_t i = 1; i < seqs.size(); ++i) {
+    if (seqs[i] - seqs[i - 1] > 1) {
+      ++holes;
+      widest = std::max(widest, stamps[i] - stamps[i - 1]);
+    }
+  }
+  EXPECT_EQ(holes, 1);
+  EXPECT_GE(widest, 0.98);
+  EXPECT_LE(widest, 1.25);
+  EXPECT_EQ(seqs.back(), 150) << "traffic did not resume after the flap";
+  const json st = wanem("stats");
+  EXPECT_EQ(st["stats"]["flaps"], 1);
+  EXPECT_GT(st["stats"]["a2b"]["dropped"]["link_down"].get<uint64_t>(), 0U);
+  EXPECT_EQ(st["stats"]["a2b"]["link"], "up");
+}
+
+class TwoSiteTcpTest : public TwoSiteTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(TwoSiteTcpTest, LinuxTcpRunsAcross) {
+  const std::string cc = GetParam();
+  if (run("grep -qw " + cc + " /proc/sys/net/ipv4/tcp_available_congestion_control").status != 0) {
+    GTEST_SKIP() << "kernel has no " << cc;
+  }
+  up("--rate 100mbit --rtt 20ms");
+  iperf_server(5203);
+  const Result r = exec('a', "iperf3 -c 198.18.2.10 -p 5203 -t 3 -C " + cc + " -J");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["end"]["sender_tcp_congestion"], cc);
+  const double bps = j["end"]["sum_received"]["bits_per_second"].get<double>();
+  // Slow start over 20 ms costs a little; the link's rate is a hard ceiling.
+  EXPECT_GT(bps, 60e6) << cc << " reached only " << bps / 1e6 << " Mbit/s";
+  EXPECT_LT(bps, 100e6) << "faster than the emulated link";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cc, TwoSiteTcpTest, ::testing::Values("cubic", "bbr"));
+
+}  // namespace
+}  // namespace rowan::test
