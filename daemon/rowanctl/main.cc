@@ -1,10 +1,17 @@
 // rowanctl: the operator's command-line tool for rowan.
 //   rowanctl decode FILE.pcap [--json]
+//   rowanctl [-s SOCKET] status|peers|links|flows|reload [--json]
+//
+// Exit status: 0; 1 when the daemon answers with an error; 64 on a usage
+// error; 66 when a capture cannot be read; 69 when no daemon answers on the
+// control socket; 76 when its reply is malformed.
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "ctl.h"
 #include "decode.h"
 
 namespace {
@@ -15,12 +22,40 @@ int main(int argc, char** argv) {
   CLI::App app{"rowanctl — control and inspect rowan (RDMA over WAN) gateways"};
   app.require_subcommand(1);
 
+  std::string socket = rowan::ctl::kDefaultControlSocket;
+  app.add_option("-s,--socket", socket, "the daemon's control socket")
+      ->envname("ROWAN_CONTROL_SOCKET")
+      ->capture_default_str();
+  double timeout_s = 5;
+  app.add_option("--timeout", timeout_s, "seconds to wait for the daemon's reply")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
+
   std::string pcap_path;
   bool json = false;
   CLI::App* decode = app.add_subcommand(
       "decode", "Decode a capture (pcap or pcapng) as RoCEv2, one frame per line");
   decode->add_option("file", pcap_path, "capture file")->required();
   decode->add_flag("-j,--json", json, "one JSON object per frame");
+
+  struct Query {
+    const char* name;
+    const char* help;
+  };
+  static const Query kQueries[] = {
+      {"status", "The daemon's state: version, uptime, config, counts"},
+      {"peers", "Peer gateways: endpoint, state, RTT, rate, retransmissions"},
+      {"links", "Long-haul links: backend, address, rate, counters"},
+      {"flows", "Flows (transport streams) per peer"},
+      {"reload", "Reload routes and CC parameters from the config file (as SIGHUP)"},
+  };
+  std::string command;
+  for (const Query& q : kQueries) {
+    CLI::App* sub = app.add_subcommand(q.name, q.help);
+    sub->add_flag("-j,--json", json, "print the result as one JSON object");
+    sub->fallthrough();  // -s/--socket and --timeout also after the subcommand
+    sub->callback([&command, &q] { command = q.name; });
+  }
 
   try {
     app.parse(argc, argv);
@@ -29,5 +64,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
   if (decode->parsed()) return rowan::ctl::run_decode(pcap_path, json, std::cout, std::cerr);
+  if (!command.empty()) {
+    return rowan::ctl::run_command(socket, command, json, std::cout, std::cerr,
+                                   static_cast<int>(timeout_s * 1000));
+  }
   return kExitUsage;
 }

@@ -215,7 +215,8 @@ class Errors {
       return std::tie(a.line, a.col, a.seq) < std::tie(b.line, b.col, b.seq);
     });
     std::vector<std::string> out;
-    for (const auto& i : items_) out.push_back(fmt::format("{}:{}:{}: {}", path_, i.line, i.col, i.msg));
+    for (const auto& i : items_)
+      out.push_back(fmt::format("{}:{}:{}: {}", path_, i.line, i.col, i.msg));
     return out;
   }
 
@@ -276,8 +277,8 @@ std::string quoted(std::string_view s) {
 bool valid_name(std::string_view s) {
   if (s.empty() || s.size() > 32) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -371,13 +372,13 @@ class TableReader {
     try {
       const BitsPerSec r = cc::parse_rate(*s);
       if (r < lo) {
-        return error(n, key, fmt::format("{} is below the minimum of {} bit/s", quoted(*s),
-                                         lo.bps()));
+        return error(n, key,
+                     fmt::format("{} is below the minimum of {} bit/s", quoted(*s), lo.bps()));
       }
       out = r;
     } catch (const std::exception& e) {
-      error(n, key, fmt::format("bad rate {} (e.g. \"10gbit\", \"400mbit\"): {}", quoted(*s),
-                                e.what()));
+      error(n, key,
+            fmt::format("bad rate {} (e.g. \"10gbit\", \"400mbit\"): {}", quoted(*s), e.what()));
     }
   }
 
@@ -388,8 +389,8 @@ class TableReader {
     try {
       const Duration d = cc::parse_duration(*s);
       if (d < lo || d > hi) {
-        return error(n, key, fmt::format("{} is outside [{} ns, {} ns]", quoted(*s), lo.ns(),
-                                         hi.ns()));
+        return error(n, key,
+                     fmt::format("{} is outside [{} ns, {} ns]", quoted(*s), lo.ns(), hi.ns()));
       }
       out = d;
     } catch (const std::exception& e) {
@@ -489,18 +490,17 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
   const toml::node* n = nullptr;
   if (const std::string* s = r.string_node("lcores", &n)) {
     const bool ok = !s->empty() && std::all_of(s->begin(), s->end(), [](char c) {
-      return (c >= '0' && c <= '9') || c == ',' || c == '-' || c == '@' || c == '(' ||
-             c == ')';
+      return (c >= '0' && c <= '9') || c == ',' || c == '-' || c == '@' || c == '(' || c == ')';
     });
     if (ok) {
       eal.lcores = *s;
     } else {
-      r.error(n, "lcores", fmt::format("{} is not an EAL core list (e.g. \"0\", \"0-2\", \"1@0\")",
-                                       quoted(*s)));
+      r.error(n, "lcores",
+              fmt::format("{} is not an EAL core list (e.g. \"0\", \"0-2\", \"1@0\")", quoted(*s)));
     }
   }
   if (const std::string* s = r.string_node("file_prefix", &n)) {
-    if (s->empty() || !valid_name(*s)) {
+    if (!s->empty() && !valid_name(*s)) {
       r.error(n, "file_prefix",
               fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quoted(*s)));
     } else {
@@ -524,10 +524,14 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
     if (!x->is_array()) {
       r.wrong_type(*x, "extra_args", "an array of strings");
     } else {
-      static const std::map<std::string, std::string> kManaged = {
-          {"-l", "lcores"},           {"--lcores", "lcores"},      {"-c", "lcores"},
-          {"--file-prefix", "file_prefix"}, {"--huge-dir", "huge_dir"}, {"--no-huge", "no_huge"},
-          {"--in-memory", "in_memory"}, {"-m", "memory_mb"}};
+      static const std::map<std::string, std::string> kManaged = {{"-l", "lcores"},
+                                                                  {"--lcores", "lcores"},
+                                                                  {"-c", "lcores"},
+                                                                  {"--file-prefix", "file_prefix"},
+                                                                  {"--huge-dir", "huge_dir"},
+                                                                  {"--no-huge", "no_huge"},
+                                                                  {"--in-memory", "in_memory"},
+                                                                  {"-m", "memory_mb"}};
       for (const toml::node& e : *x->as_array()) {
         if (!e.is_string()) {
           r.wrong_type(e, "extra_args", "a string in the array");
@@ -536,8 +540,8 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
         const std::string& a = e.as_string()->get();
         const std::string opt = a.substr(0, a.find('='));
         if (auto it = kManaged.find(opt); it != kManaged.end()) {
-          r.error(&e, "extra_args", fmt::format("{} is set with eal.{} instead", quoted(opt),
-                                                it->second));
+          r.error(&e, "extra_args",
+                  fmt::format("{} is set with eal.{} instead", quoted(opt), it->second));
           continue;
         }
         if (has_nul(a)) {
@@ -565,7 +569,8 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   const toml::node* n = nullptr;
   if (const std::string* s = r.string_node("device", &n)) {
     if (s->empty() || has_nul(*s)) {
-      r.error(n, "device", "must be a PCI address or a vdev spec (e.g. \"net_af_packet0,iface=lan0\")");
+      r.error(n, "device",
+              "must be a PCI address or a vdev spec (e.g. \"net_af_packet0,iface=lan0\")");
     } else {
       local.device = *s;
     }
@@ -626,8 +631,7 @@ WanBackend read_backend(TableReader& r) {
   return WanBackend::kUdp;
 }
 
-void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
-              Errors& errors) {
+void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos, Errors& errors) {
   const toml::table* t = root.table("wan");
   if (t == nullptr) return;
   TableReader r(t, "wan.", errors);
@@ -649,8 +653,8 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
       if (valid_name(*s)) {
         link.name = *s;
       } else {
-        l.error(n, "name", fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'",
-                                       quoted(*s)));
+        l.error(n, "name",
+                fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quoted(*s)));
       }
     }
     link.backend = read_backend(l);
@@ -671,7 +675,8 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
     }
     const unsigned max = link.bind.addr.version == 6 ? 128 : 32;
     if (const toml::node* pl = l.get("prefix_len")) {
-      if (link.backend != WanBackend::kDpdk) l.error(pl, "prefix_len", "is only used by the dpdk backend");
+      if (link.backend != WanBackend::kDpdk)
+        l.error(pl, "prefix_len", "is only used by the dpdk backend");
     }
     l.integer("prefix_len", link.prefix_len, 1, max);
     if (const toml::node* nh = l.get("next_hop")) {
@@ -718,8 +723,8 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
         r.error(n, "name",
                 fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quoted(*s)));
       } else if (auto it = seen.find(*s); it != seen.end()) {
-        r.error(n, "name", fmt::format("duplicate peer name {} (first at {})", quoted(*s),
-                                       at(it->second)));
+        r.error(n, "name",
+                fmt::format("duplicate peer name {} (first at {})", quoted(*s), at(it->second)));
       } else {
         seen.emplace(*s, pp.name);
         peer.name = *s;
@@ -754,8 +759,8 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
             if (l.name == name) link = &l;
           }
           if (link == nullptr) {
-            r.error(&e, "links", fmt::format("unknown link {} (no [[wan.link]] has that name)",
-                                             quoted(name)));
+            r.error(&e, "links",
+                    fmt::format("unknown link {} (no [[wan.link]] has that name)", quoted(name)));
           } else if (std::find(peer.links.begin(), peer.links.end(), name) != peer.links.end()) {
             r.error(&e, "links", fmt::format("link {} is listed twice", quoted(name)));
           } else if (peer.endpoint.addr.version != 0 &&
@@ -891,11 +896,12 @@ void read_cc(TableReader& root, CcConfig& cc, Errors& errors) {
       // The algorithm names the key it rejects ("beta: ..." or "unknown parameter(s): a, b").
       const size_t i = msg.find(key);
       if (i == std::string::npos) continue;
-      const bool word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(msg[i - 1])) ||
-                                          msg[i - 1] == '_');
+      const bool word_start =
+          i == 0 || !(std::isalnum(static_cast<unsigned char>(msg[i - 1])) || msg[i - 1] == '_');
       const size_t end = i + key.size();
-      const bool word_end = end == msg.size() ||
-                            !(std::isalnum(static_cast<unsigned char>(msg[end])) || msg[end] == '_');
+      const bool word_end =
+          end == msg.size() ||
+          !(std::isalnum(static_cast<unsigned char>(msg[end])) || msg[end] == '_');
       if (word_start && word_end && i < best) {
         best = i;
         p = kp;
@@ -946,8 +952,7 @@ void read_log(TableReader& root, LogConfig& log, Errors& errors) {
   if (const std::string* s = r.string_node("level", &n)) {
     static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
     if (kLevels.count(*s) == 0) {
-      r.error(n, "level",
-              fmt::format("{} is not trace, debug, info, warn or error", quoted(*s)));
+      r.error(n, "level", fmt::format("{} is not trace, debug, info, warn or error", quoted(*s)));
     } else {
       log.level = *s;
     }
@@ -997,18 +1002,18 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
   for (size_t i = 0; i < cfg.routes.size(); ++i) {
     const RouteConfig& r = cfg.routes[i];
     if (!r.peer.empty() && cfg.find_peer(r.peer) == nullptr) {
-      errors.add(route_pos[i].peer,
-                 fmt::format("route.peer: unknown peer {} (no [[peer]] has that name)",
-                             quoted(r.peer)));
+      errors.add(
+          route_pos[i].peer,
+          fmt::format("route.peer: unknown peer {} (no [[peer]] has that name)", quoted(r.peer)));
     }
     if (r.prefix.addr.version == 0) continue;
     for (size_t j = 0; j < i; ++j) {
       const RouteConfig& o = cfg.routes[j];
       if (o.prefix.addr.version != 0 && r.prefix.overlaps(o.prefix)) {
-        errors.add(route_pos[i].prefix,
-                   fmt::format("route.prefix: {} overlaps {} of the route at {}",
-                               r.prefix.to_string(), o.prefix.to_string(),
-                               at(route_pos[j].prefix)));
+        errors.add(
+            route_pos[i].prefix,
+            fmt::format("route.prefix: {} overlaps {} of the route at {}", r.prefix.to_string(),
+                        o.prefix.to_string(), at(route_pos[j].prefix)));
       }
     }
     if (have_local && r.prefix.overlaps(local_subnet)) {
@@ -1070,12 +1075,14 @@ GatewayConfig parse_config(std::string_view text, const std::string& path) {
 GatewayConfig load_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw ConfigError({fmt::format("{}:1:1: cannot open the file: {}", path, std::strerror(errno))});
+    throw ConfigError(
+        {fmt::format("{}:1:1: cannot open the file: {}", path, std::strerror(errno))});
   }
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) {
-    throw ConfigError({fmt::format("{}:1:1: cannot read the file: {}", path, std::strerror(errno))});
+    throw ConfigError(
+        {fmt::format("{}:1:1: cannot read the file: {}", path, std::strerror(errno))});
   }
   return parse_config(text.str(), path);
 }
@@ -1158,8 +1165,8 @@ std::string local_toml(const LocalConfig& l) {
   s += fmt::format("prefix_len = {}\n", l.prefix_len);
   if (l.mac) {
     const auto& m = *l.mac;
-    s += fmt::format("mac = \"{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\"\n", m[0], m[1], m[2], m[3],
-                     m[4], m[5]);
+    s += fmt::format("mac = \"{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\"\n", m[0], m[1], m[2],
+                     m[3], m[4], m[5]);
   }
   s += fmt::format("mtu = {}\n", l.mtu);
   s += fmt::format("rx_ring = {}\n", l.rx_ring);

@@ -51,11 +51,11 @@ struct EalConfig {
 };
 
 struct LocalConfig {
-  std::string device;            ///< PCI address or vdev spec (net_af_packet0,iface=...)
-  roce::IpAddr address;          ///< the gateway's own IP on the site side
-  uint8_t prefix_len = 24;       ///< the site subnet (hosts resolved by ARP/ND)
+  std::string device;       ///< PCI address or vdev spec (net_af_packet0,iface=...)
+  roce::IpAddr address;     ///< the gateway's own IP on the site side
+  uint8_t prefix_len = 24;  ///< the site subnet (hosts resolved by ARP/ND)
   std::optional<std::array<uint8_t, 6>> mac;  ///< default: the port's MAC
-  uint32_t mtu = 4200;           ///< largest local IP packet (4096-byte RoCE payload + headers)
+  uint32_t mtu = 4200;  ///< largest local IP packet (4096-byte RoCE payload + headers)
   uint16_t rx_ring = 1024;
   uint16_t tx_ring = 1024;
 };
@@ -65,13 +65,13 @@ enum class WanBackend : uint8_t { kUdp, kDpdk };
 struct WanLinkConfig {
   std::string name;
   WanBackend backend = WanBackend::kUdp;
-  SockAddr bind;                    ///< local address and port (udp) or own IP and port (dpdk)
-  std::string device;               ///< dpdk backend: PCI address or vdev spec
-  uint8_t prefix_len = 24;          ///< dpdk backend: the WAN subnet of `bind`
+  SockAddr bind;                         ///< local address and port (udp) or own IP and port (dpdk)
+  std::string device;                    ///< dpdk backend: PCI address or vdev spec
+  uint8_t prefix_len = 24;               ///< dpdk backend: the WAN subnet of `bind`
   std::optional<roce::IpAddr> next_hop;  ///< dpdk backend: router toward peers, if not on-link
   BitsPerSec rate = BitsPerSec::from_gbps(1);  ///< link capacity (BDP sizing, CC hints)
-  Duration rtt = Duration::from_ms(20);         ///< expected base RTT (BDP sizing, first PTO)
-  uint32_t mtu = 1500;              ///< IP MTU of the long-haul path
+  Duration rtt = Duration::from_ms(20);        ///< expected base RTT (BDP sizing, first PTO)
+  uint32_t mtu = 1500;                         ///< IP MTU of the long-haul path
 };
 
 struct WanConfig {

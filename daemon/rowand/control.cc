@@ -74,7 +74,8 @@ std::string error_reply(const std::string& msg) {
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   return s;
 }
@@ -111,8 +112,9 @@ ControlServer::ControlServer(const ControlConfig& cfg, ControlHandler& handler)
     : path_(cfg.socket), handler_(handler) {
   sockaddr_un sa;
   if (!fill_sockaddr(path_, sa)) {
-    throw std::runtime_error(fmt::format("control socket path '{}' is empty or longer than {} bytes",
-                                         path_, sizeof sa.sun_path - 1));
+    throw std::runtime_error(
+        fmt::format("control socket path '{}' is empty or longer than {} bytes", path_,
+                    sizeof sa.sun_path - 1));
   }
   namespace fs = std::filesystem;
   const fs::path parent = fs::path(path_).parent_path();
@@ -120,15 +122,14 @@ ControlServer::ControlServer(const ControlConfig& cfg, ControlHandler& handler)
     std::error_code ec;
     fs::create_directories(parent, ec);
     if (ec) {
-      throw std::runtime_error(
-          fmt::format("cannot create the control socket's directory {}: {}", parent.string(),
-                      ec.message()));
+      throw std::runtime_error(fmt::format("cannot create the control socket's directory {}: {}",
+                                           parent.string(), ec.message()));
     }
   }
 
   // An existing file: a live daemon (refuse), a stale socket (replace), or
   // something else that is not ours to delete (refuse).
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path_.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       throw std::runtime_error(
@@ -175,8 +176,8 @@ ControlServer::ControlServer(const ControlConfig& cfg, ControlHandler& handler)
                        path_, cfg.group, errno_text(errno));
         }
       } else {
-        spdlog::warn("control: group '{}' does not exist; {} keeps the daemon's group",
-                     cfg.group, path_);
+        spdlog::warn("control: group '{}' does not exist; {} keeps the daemon's group", cfg.group,
+                     path_);
       }
     }
     if (::listen(listen_fd_, kListenBacklog) != 0) throw_errno(errno, "listen " + path_);
@@ -198,7 +199,7 @@ void ControlServer::close_fds() {
     ::close(listen_fd_);
     listen_fd_ = -1;
     // Only unlink the socket file if it is still the one we bound.
-    struct stat st{};
+    struct stat st {};
     if (socket_ino_ != 0 && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == socket_dev_ &&
         st.st_ino == socket_ino_) {
       ::unlink(path_.c_str());
@@ -212,6 +213,9 @@ void ControlServer::close_fds() {
 
 void ControlServer::start() {
   if (running_.exchange(true)) return;
+  uint64_t pending = 0;  // a stop() before this start() left the eventfd readable
+  while (::read(wake_fd_, &pending, sizeof pending) < 0 && errno == EINTR) {
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -288,7 +292,8 @@ void read_client(Client& c, ControlHandler& handler) {
         if (c.in.size() > kMaxControlRequest) {
           c.in.clear();
           c.discarding = true;
-          c.out += error_reply(fmt::format("request too long (limit {} bytes)", kMaxControlRequest));
+          c.out +=
+              error_reply(fmt::format("request too long (limit {} bytes)", kMaxControlRequest));
           c.out += '\n';
         }
         continue;
@@ -452,8 +457,8 @@ Json control_request(const std::string& socket_path, const std::string& cmd, con
       if (rc > 0) return;
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0) throw_errno(errno, "poll");
-      throw_errno(ETIMEDOUT, fmt::format("no {} from {} within {} ms", what, socket_path,
-                                         timeout_ms));
+      throw_errno(ETIMEDOUT,
+                  fmt::format("no {} from {} within {} ms", what, socket_path, timeout_ms));
     }
   };
 

@@ -2,8 +2,8 @@
 // (mode 0660, group from [control], peers checked with SO_PEERCRED), served
 // by its own thread so packet cores never block on it.
 //
-// Request:  {"cmd":"status"} | {"cmd":"peers"} | {"cmd":"links"} | {"cmd":"flows"} | {"cmd":"reload"}
-//           (optional "args":{...})
+// Request:  {"cmd":"status"} | {"cmd":"peers"} | {"cmd":"links"} | {"cmd":"flows"}
+//           | {"cmd":"reload"}   (optional "args":{...})
 // Reply:    {"ok":true,"result":{...}}  or  {"ok":false,"error":"..."}
 //
 // One request per line, one reply line per request, in order; a client may
@@ -62,7 +62,7 @@ class ControlServer {
   std::string path_;
   ControlHandler& handler_;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;  ///< eventfd to stop the thread
+  int wake_fd_ = -1;         ///< eventfd to stop the thread
   uint32_t socket_gid_ = 0;  ///< members of this group may connect (SO_PEERCRED)
   uint64_t socket_dev_ = 0;  ///< the socket file we made, so we only ever unlink ours
   uint64_t socket_ino_ = 0;
@@ -79,8 +79,8 @@ inline constexpr size_t kMaxControlRequest = 64 * 1024;
 /// Throws std::system_error when the daemon is unreachable or does not answer
 /// within `timeout_ms` (exit 69 in rowanctl) and std::runtime_error on a
 /// malformed reply. Any thread.
-nlohmann::ordered_json control_request(const std::string& socket_path, const std::string& cmd,
-                                       const nlohmann::ordered_json& args = nlohmann::ordered_json::object(),
-                                       int timeout_ms = 5000);
+nlohmann::ordered_json control_request(
+    const std::string& socket_path, const std::string& cmd,
+    const nlohmann::ordered_json& args = nlohmann::ordered_json::object(), int timeout_ms = 5000);
 
 }  // namespace rowan::gw

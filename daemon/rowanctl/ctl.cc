@@ -1,0 +1,192 @@
+#include "ctl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "control.h"
+
+namespace rowan::ctl {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:.4g}", v);
+}
+
+std::string scaled(double v, const char* const* units, int n, double step, const char* fmt3) {
+  int i = 0;
+  double x = v;
+  while (i + 1 < n && std::fabs(x) >= step) {
+    x /= step;
+    ++i;
+  }
+  return fmt::format(fmt::runtime(fmt3), x, units[i]);
+}
+
+std::string seconds(double s) {
+  const double a = std::fabs(s);
+  if (a == 0) return "0 s";
+  if (a < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
+  if (a < 1) return fmt::format("{:.2f} ms", s * 1e3);
+  if (a < 120) return fmt::format("{:.2f} s", s);
+  const auto t = static_cast<int64_t>(s);
+  if (t >= 86400) return fmt::format("{}d{:02}h{:02}m", t / 86400, t % 86400 / 3600, t % 3600 / 60);
+  if (t >= 3600) return fmt::format("{}h{:02}m{:02}s", t / 3600, t % 3600 / 60, t % 60);
+  return fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+// Flattens nested objects into dotted keys, in order.
+void flatten(const std::string& prefix, const Json& obj,
+             std::vector<std::pair<std::string, Json>>& out) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it->is_object() && !it->empty()) {
+      flatten(key, *it, out);
+    } else {
+      out.emplace_back(key, *it);
+    }
+  }
+}
+
+void print_rows(const Json& rows, const std::string& what, std::ostream& out) {
+  if (rows.empty()) {
+    out << "no " << what << "\n";
+    return;
+  }
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::pair<std::string, Json>>> flat;
+  for (const Json& row : rows) {
+    std::vector<std::pair<std::string, Json>> cells;
+    if (row.is_object()) {
+      flatten("", row, cells);
+    } else {
+      cells.emplace_back("value", row);
+    }
+    for (const auto& [k, v] : cells) {
+      if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
+    }
+    flat.push_back(std::move(cells));
+  }
+  std::vector<std::vector<std::string>> table;
+  std::vector<std::string> header;
+  for (const auto& c : columns) {
+    std::string h = c;
+    std::transform(h.begin(), h.end(), h.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    header.push_back(h);
+  }
+  table.push_back(header);
+  for (const auto& cells : flat) {
+    std::vector<std::string> line;
+    for (const auto& c : columns) {
+      auto it =
+          std::find_if(cells.begin(), cells.end(), [&](const auto& kv) { return kv.first == c; });
+      line.push_back(it == cells.end() ? "-" : format_value(c, it->second));
+    }
+    table.push_back(std::move(line));
+  }
+  std::vector<size_t> width(columns.size(), 0);
+  for (const auto& line : table) {
+    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+  }
+  for (const auto& line : table) {
+    std::string s;
+    for (size_t i = 0; i < line.size(); ++i) {
+      s += line[i];
+      if (i + 1 < line.size()) s += std::string(width[i] - line[i].size() + 2, ' ');
+    }
+    out << s << "\n";
+  }
+}
+
+}  // namespace
+
+std::string format_value(const std::string& key, const Json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (ends_with(key, "_bps") || ends_with(key, "_bits_per_second")) {
+      static const char* const kUnits[] = {"bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"};
+      return scaled(d, kUnits, 5, 1000, "{:.2f} {}");
+    }
+    if (ends_with(key, "_bytes")) {
+      if (std::fabs(d) < 1024) return number(d) + " B";
+      static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+      return scaled(d, kUnits, 5, 1024, "{:.1f} {}");
+    }
+    if (ends_with(key, "_s") || ends_with(key, "_seconds")) return seconds(d);
+    if (ends_with(key, "_ratio")) return fmt::format("{:.3f}%", d * 100);
+    return number(d);
+  }
+  if (v.is_array()) {
+    std::string s;
+    for (const Json& e : v) {
+      if (!s.empty()) s += ",";
+      s += e.is_primitive() ? format_value(key, e) : e.dump();
+    }
+    return s.empty() ? "-" : s;
+  }
+  return v.dump();
+}
+
+void print_table(const std::string& cmd, const Json& result, std::ostream& out) {
+  if (result.is_array()) return print_rows(result, cmd, out);
+  if (result.is_object()) {
+    // {"peers":[...]} and the like: a table of the list.
+    if (auto it = result.find(cmd); it != result.end() && it->is_array()) {
+      print_rows(*it, cmd, out);
+      return;
+    }
+    std::vector<std::pair<std::string, Json>> cells;
+    flatten("", result, cells);
+    size_t w = 0;
+    for (const auto& [k, v] : cells) w = std::max(w, k.size());
+    for (const auto& [k, v] : cells) {
+      out << k << std::string(w - k.size() + 2, ' ') << format_value(k, v) << "\n";
+    }
+    return;
+  }
+  out << format_value(cmd, result) << "\n";
+}
+
+int run_command(const std::string& socket, const std::string& cmd, bool json, std::ostream& out,
+                std::ostream& err, int timeout_ms) {
+  Json reply;
+  try {
+    reply = gw::control_request(socket, cmd, Json::object(), timeout_ms);
+  } catch (const std::system_error& e) {
+    err << "rowanctl: the daemon is unreachable: " << e.what() << "\n";
+    return kExitUnavailable;
+  } catch (const std::exception& e) {
+    err << "rowanctl: " << e.what() << "\n";
+    return kExitProtocol;
+  }
+  if (!reply.value("ok", false)) {
+    err << "rowanctl: " << cmd << ": " << reply.value("error", std::string("error")) << "\n";
+    return kExitError;
+  }
+  const Json& result = reply["result"];
+  if (json) {
+    out << result.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
+    print_table(cmd, result, out);
+  }
+  return 0;
+}
+
+}  // namespace rowan::ctl

@@ -1,0 +1,80 @@
+// Flow classification for passthrough: RoCEv2 packets are keyed by QP flow
+// (source, destination, destination QP), everything else by 5-tuple. Each
+// flow owns one transport stream toward its peer, so a loss on one flow never
+// blocks another.
+//
+// The table is fixed-size (open addressing, linear probing, backward-shift
+// deletion): no allocation when flows come and go. Threading: the packet
+// lcore only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "base/units.h"
+#include "codec/roce.h"
+
+namespace rowan::gw {
+
+enum class FlowKind : uint8_t { kRoce, kTcp, kUdp, kOther };
+const char* to_string(FlowKind k);
+
+struct FlowKey {
+  roce::IpAddr src;
+  roce::IpAddr dst;
+  uint32_t qp = 0;  ///< RoCE: destination QP
+  uint16_t sport = 0;
+  uint16_t dport = 0;
+  uint8_t proto = 0;
+  FlowKind kind = FlowKind::kOther;
+
+  bool operator==(const FlowKey& o) const {
+    return kind == o.kind && proto == o.proto && qp == o.qp && sport == o.sport &&
+           dport == o.dport && src.version == o.src.version && src.bytes == o.src.bytes &&
+           dst.bytes == o.dst.bytes;
+  }
+  uint64_t hash() const;
+};
+
+struct Flow {
+  FlowKey key;
+  bool used = false;
+  uint32_t peer = 0;
+  uint64_t stream = 0;  ///< transport stream id (== slot index)
+  TimePoint first_seen;
+  TimePoint last_seen;
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  uint64_t ce_marked = 0;
+  uint64_t dropped = 0;
+  uint64_t window_bytes = 0;       ///< bytes written in the current backlog window
+  uint64_t last_window_bytes = 0;  ///< bytes written in the previous window
+  std::vector<uint8_t> tail;       ///< part of a record the send buffer did not take yet
+};
+
+class FlowTable {
+ public:
+  explicit FlowTable(uint32_t capacity);
+
+  /// The flow for `key`, created when absent (nullptr when the table is full).
+  /// `created` tells which.
+  Flow* find_or_add(const FlowKey& key, TimePoint now, bool* created) noexcept;
+  Flow* find(const FlowKey& key) noexcept;
+  /// Removes flows idle since before `cutoff` and with nothing pending; returns how many.
+  uint32_t expire(TimePoint cutoff) noexcept;
+  uint32_t size() const { return size_; }
+  uint32_t capacity() const { return static_cast<uint32_t>(flows_.size()); }
+  const std::vector<Flow>& flows() const { return flows_; }
+  std::vector<Flow>& flows() { return flows_; }
+
+ private:
+  void erase_slot(uint32_t slot) noexcept;
+  std::vector<Flow> flows_;       ///< slot → flow
+  std::vector<uint32_t> index_;   ///< hash bucket → slot + 1 (0 = empty)
+  std::vector<uint32_t> free_;    ///< free slots (stack)
+  uint32_t size_ = 0;
+  uint64_t mask_ = 0;
+};
+
+}  // namespace rowan::gw

@@ -1,0 +1,760 @@
+#include "gateway.h"
+
+#include <rte_ether.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "codec/bytes.h"
+#include "registry.h"
+
+namespace rowan::gw {
+namespace {
+
+using wire::load_be16;
+using wire::store_be16;
+
+constexpr uint16_t kEthIpv4 = 0x0800;
+constexpr uint16_t kEthIpv6 = 0x86DD;
+constexpr uint16_t kEthArp = 0x0806;
+constexpr uint32_t kEthLen = 14;
+constexpr uint32_t kMaxRecord = 65535;
+constexpr Mac kBroadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+bool ip_equal(const roce::IpAddr& a, const roce::IpAddr& b) {
+  return a.version == b.version && std::memcmp(a.bytes.data(), b.bytes.data(),
+                                               a.version == 6 ? 16 : 4) == 0;
+}
+
+std::string mac_text(const Mac& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4],
+                     m[5]);
+}
+
+std::string ip_text(const roce::IpAddr& a) {
+  char b[64];
+  roce::format_ip_addr(a, b, sizeof b);
+  return b;
+}
+
+// Basic IP sanity: version, header and total lengths within `len`. Returns the
+// IP packet length (without Ethernet padding) or 0.
+uint32_t ip_packet_len(const uint8_t* ip, uint32_t len) {
+  if (len < 20) return 0;
+  const uint8_t v = ip[0] >> 4;
+  if (v == 4) {
+    const uint32_t ihl = (ip[0] & 0xF) * 4U;
+    const uint32_t total = load_be16(ip + 2);
+    if (ihl < 20 || total < ihl || total > len) return 0;
+    return total;
+  }
+  if (v == 6) {
+    if (len < 40) return 0;
+    const uint32_t total = 40U + load_be16(ip + 4);
+    return total <= len ? total : 0;
+  }
+  return 0;
+}
+
+roce::IpAddr ip_src(const uint8_t* ip) {
+  roce::IpAddr a;
+  a.version = ip[0] >> 4;
+  std::memcpy(a.bytes.data(), ip + (a.version == 4 ? 12 : 8), a.version == 4 ? 4 : 16);
+  return a;
+}
+roce::IpAddr ip_dst(const uint8_t* ip) {
+  roce::IpAddr a;
+  a.version = ip[0] >> 4;
+  std::memcpy(a.bytes.data(), ip + (a.version == 4 ? 16 : 24), a.version == 4 ? 4 : 16);
+  return a;
+}
+
+}  // namespace
+
+const char* const kDropNames[] = {
+    "runt_frame",    "not_for_us",    "unsupported_l2",  "malformed_ip",     "malformed_arp",
+    "to_gateway",    "no_route",      "mode_unsupported", "oversize",        "malformed_roce",
+    "flow_table_full", "backlog",     "peer_down",       "bad_record",       "not_local",
+    "neighbor_pending", "no_mbuf",    "local_tx_full",
+};
+static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
+
+uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b) {
+  std::string x = a.to_string();
+  std::string y = b.to_string();
+  if (y < x) std::swap(x, y);
+  uint64_t h = 1469598103934665603ULL;
+  for (char c : x + "|" + y) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
+  return h == 0 ? 1 : h;
+}
+
+// ---------------------------------------------------------------------------
+// NeighborTable
+
+uint32_t NeighborTable::bucket(const roce::IpAddr& ip) {
+  uint32_t h = 2166136261U;
+  for (size_t i = 0; i < (ip.version == 6 ? 16U : 4U); ++i) h = (h ^ ip.bytes[i]) * 16777619U;
+  return h % kCapacity;
+}
+
+NeighborTable::Entry* NeighborTable::find(const roce::IpAddr& ip) noexcept {
+  for (uint32_t i = 0, b = bucket(ip); i < kCapacity; ++i, b = (b + 1) % kCapacity) {
+    if (!e_[b].used) return nullptr;
+    if (ip_equal(e_[b].ip, ip)) return &e_[b];
+  }
+  return nullptr;
+}
+
+NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcept {
+  for (uint32_t i = 0, b = bucket(ip); i < kCapacity; ++i, b = (b + 1) % kCapacity) {
+    if (!e_[b].used) {
+      if (size_ + 1 >= kCapacity) return nullptr;  // keep one hole so probes end
+      e_[b] = Entry{};
+      e_[b].used = true;
+      e_[b].ip = ip;
+      ++size_;
+      return &e_[b];
+    }
+    if (ip_equal(e_[b].ip, ip)) return &e_[b];
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Gateway
+
+Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
+    : cfg_(cfg),
+      local_(local),
+      clock_(clock),
+      flows_(cfg.wan.max_flows),
+      scratch_(kMaxRecord + 2) {
+  mac_ = cfg.local.mac ? *cfg.local.mac : local.mac();
+  site_.addr = cfg.local.address;
+  site_.len = cfg.local.prefix_len;
+  const TimePoint now = clock.now();
+  for (const PeerConfig& pc : cfg.peers) {
+    auto p = std::make_unique<PeerState>();
+    p->cfg = pc;
+    p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
+    if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
+    if (p->link->backend != WanBackend::kUdp) {
+      throw std::runtime_error("link " + p->link->name +
+                               ": the dpdk WAN backend is not available in this build; use "
+                               "backend = \"udp\"");
+    }
+    const uint32_t ip_hdr = p->link->bind.addr.version == 6 ? 40 : 20;
+    io::UdpUringOptions o;
+    o.bind = io::UdpEndpoint::parse(p->link->bind.to_string());
+    o.peer = io::UdpEndpoint::parse(pc.endpoint.to_string());
+    o.max_datagram = p->link->mtu - ip_hdr - 8;
+    p->io = std::make_unique<io::UdpUringIo>(o);
+
+    transport::TransportConfig tc;
+    tc.connection_id = pair_connection_id(p->link->bind, pc.endpoint);
+    tc.link_rate = p->link->rate;
+    tc.base_rtt = p->link->rtt;
+    tc.max_datagram = o.max_datagram;
+    tc.cc = cfg.cc.algorithm;
+    tc.cc_params = cfg.cc.params;
+    tc.send_buffer_bdp = cfg.wan.send_buffer_bdp;
+    tc.recv_window_bdp = cfg.wan.recv_window_bdp;
+    tc.max_streams = cfg.wan.max_flows;
+    p->conn = std::make_unique<transport::Connection>(tc, clock, now);
+    p->driver = std::make_unique<transport::Driver>(*p->conn, *p->io);
+    p->rx.resize(cfg.wan.max_flows);
+    peers_.push_back(std::move(p));
+  }
+  reload(cfg);
+  next_housekeeping_ = now;
+  window_start_ = now;
+  publish(now);
+}
+
+Gateway::~Gateway() {
+  for (uint32_t i = 0; i < txq_len_; ++i) rte_pktmbuf_free(txq_[(txq_head_ + i) % kTxQueue]);
+  for (const auto& e : neigh_.entries()) {
+    for (uint32_t i = 0; i < e.npending; ++i) rte_pktmbuf_free(e.pending[i]);
+  }
+}
+
+std::string Gateway::reload(const GatewayConfig& cfg) {
+  std::vector<Route> routes;
+  for (const RouteConfig& r : cfg.routes) {
+    uint32_t idx = UINT32_MAX;
+    for (uint32_t i = 0; i < peers_.size(); ++i) {
+      if (peers_[i]->cfg.name == r.peer) idx = i;
+    }
+    if (idx == UINT32_MAX) continue;  // a peer added by reload needs a restart
+    routes.push_back({r.prefix, idx, r.mode});
+  }
+  // Longest prefix first, so the first match wins.
+  std::stable_sort(routes.begin(), routes.end(),
+                   [](const Route& a, const Route& b) { return a.prefix.len > b.prefix.len; });
+  const std::string what = fmt::format("{} routes (was {})", routes.size(), routes_.size());
+  routes_ = std::move(routes);
+  cfg_.routes = cfg.routes;
+  cfg_.cc = cfg.cc;
+  cfg_.wan.flow_idle_timeout = cfg.wan.flow_idle_timeout;
+  return what;
+}
+
+const Gateway::Route* Gateway::lookup(const roce::IpAddr& dst) const noexcept {
+  for (const Route& r : routes_) {
+    if (r.prefix.contains(dst)) return &r;
+  }
+  return nullptr;
+}
+
+void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
+  ++ctr_.drops[static_cast<size_t>(why)];
+  if (m != nullptr) rte_pktmbuf_free(m);
+}
+
+bool Gateway::poll(TimePoint now) noexcept {
+  moved_ = false;
+  ++ctr_.loops;
+  local_rx(now);
+  flush_tails(now);
+  for (auto& p : peers_) {
+    p->driver->poll(now);
+    const uint64_t rxp = p->conn->stats().packets_received;
+    if (rxp != p->last_rx_packets) {
+      p->last_rx_packets = rxp;
+      p->last_rx = now;
+      moved_ = true;
+    }
+    drain_peer(*p, now);
+  }
+  flush_local();
+  if (now >= next_housekeeping_) housekeeping(now);
+  return moved_;
+}
+
+TimePoint Gateway::next_timeout() const noexcept {
+  TimePoint t = next_housekeeping_;
+  for (const auto& p : peers_) t = std::min(t, p->conn->next_timeout());
+  return t;
+}
+
+void Gateway::idle_wait(Duration d) noexcept {
+  if (peers_.size() == 1) {
+    peers_.front()->io->wait(d);
+    return;
+  }
+  timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
+  nanosleep(&ts, nullptr);
+}
+
+void Gateway::local_rx(TimePoint now) noexcept {
+  rte_mbuf* pkts[kBurst];
+  for (int round = 0; round < 4; ++round) {
+    const uint16_t n = local_.rx(pkts, kBurst);
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_mbuf* m = pkts[i];
+      ++ctr_.local_rx_packets;
+      ctr_.local_rx_bytes += rte_pktmbuf_pkt_len(m);
+      moved_ = true;
+      if (m->nb_segs != 1 || rte_pktmbuf_data_len(m) < kEthLen) {
+        drop(m->nb_segs != 1 ? Drop::kOversize : Drop::kRuntFrame, m);
+        continue;
+      }
+      auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
+      const uint32_t len = rte_pktmbuf_data_len(m);
+      const bool to_us = std::memcmp(eth, mac_.data(), 6) == 0;
+      const bool group = (eth[0] & 1) != 0;
+      const uint16_t type = load_be16(eth + 12);
+      if (type == kEthArp) {
+        handle_arp(m, eth, len, now);
+      } else if (!to_us) {
+        drop(group ? Drop::kUnsupportedL2 : Drop::kNotForUs, m);
+      } else if (type == kEthIpv4 || type == kEthIpv6) {
+        handle_ip(m, eth + kEthLen, len - kEthLen, now);
+      } else {
+        drop(Drop::kUnsupportedL2, m);
+      }
+    }
+    if (n < kBurst) break;
+  }
+}
+
+void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+  uint8_t* a = eth + kEthLen;
+  if (len < kEthLen + 28 || load_be16(a) != 1 || load_be16(a + 2) != kEthIpv4 || a[4] != 6 ||
+      a[5] != 4) {
+    drop(Drop::kMalformedArp, m);
+    return;
+  }
+  const uint16_t op = load_be16(a + 6);
+  roce::IpAddr spa{4, {}};
+  roce::IpAddr tpa{4, {}};
+  std::memcpy(spa.bytes.data(), a + 14, 4);
+  std::memcpy(tpa.bytes.data(), a + 24, 4);
+  const bool for_us = ip_equal(tpa, cfg_.local.address);
+  // Learn (or refresh) the sender when it is on the site subnet.
+  if (site_.contains(spa) && !ip_equal(spa, cfg_.local.address)) {
+    NeighborTable::Entry* e = for_us ? neigh_.find_or_add(spa) : neigh_.find(spa);
+    if (e != nullptr) {
+      std::memcpy(e->mac.data(), a + 8, 6);
+      e->resolved = true;
+      e->updated = now;
+      for (uint32_t i = 0; i < e->npending; ++i) {
+        uint8_t* p = rte_pktmbuf_mtod(e->pending[i], uint8_t*);
+        std::memcpy(p, e->mac.data(), 6);
+        enqueue_local(e->pending[i]);
+      }
+      e->npending = 0;
+    }
+  }
+  if (op == 1 && for_us) {
+    // Turn the request into the reply in place.
+    std::memcpy(eth, eth + 6, 6);
+    std::memcpy(eth + 6, mac_.data(), 6);
+    store_be16(a + 6, 2);
+    std::memcpy(a + 18, a + 8, 10);  // target := sender (MAC and IP)
+    std::memcpy(a + 8, mac_.data(), 6);
+    std::memcpy(a + 14, cfg_.local.address.bytes.data(), 4);
+    ++ctr_.arp_replies;
+    enqueue_local(m);
+    return;
+  }
+  rte_pktmbuf_free(m);
+}
+
+bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
+  key.src = ip_src(ip);
+  key.dst = ip_dst(ip);
+  uint32_t l4 = 0;
+  bool fragment = false;
+  if (key.src.version == 4) {
+    key.proto = ip[9];
+    l4 = (ip[0] & 0xF) * 4U;
+    fragment = (load_be16(ip + 6) & 0x3FFF) != 0;
+  } else {
+    key.proto = ip[6];
+    l4 = 40;
+  }
+  key.kind = FlowKind::kOther;
+  if (fragment || (key.proto != 6 && key.proto != 17) || len < l4 + 8) return true;
+  key.sport = load_be16(ip + l4);
+  key.dport = load_be16(ip + l4 + 2);
+  key.kind = key.proto == 6 ? FlowKind::kTcp : FlowKind::kUdp;
+  if (key.proto == 17 && key.dport == roce::kRoceV2Port) {
+    roce::RocePacket p;
+    if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
+    key.kind = FlowKind::kRoce;
+    key.qp = p.bth.dest_qp;
+    key.sport = key.dport = 0;  // the UDP source port is per-QP entropy, not identity
+  }
+  return true;
+}
+
+void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+  const uint32_t iplen = ip_packet_len(ip, len);
+  if (iplen == 0) {
+    drop(Drop::kMalformedIp, m);
+    return;
+  }
+  if (iplen > cfg_.local.mtu) {
+    drop(Drop::kOversize, m);
+    return;
+  }
+  const roce::IpAddr dst = ip_dst(ip);
+  if (ip_equal(dst, cfg_.local.address)) {
+    drop(Drop::kToGateway, m);
+    return;
+  }
+  const Route* r = lookup(dst);
+  if (r == nullptr) {
+    drop(Drop::kNoRoute, m);
+    return;
+  }
+  if (r->mode == RouteMode::kDirect) {
+    drop(Drop::kModeUnsupported, m);
+    return;
+  }
+  // kSplit: every flow starts in passthrough (ARCHITECTURE.md) until the
+  // split engine pairs it; this build carries all flows in passthrough.
+  FlowKey key;
+  if (!classify(ip, iplen, key)) {
+    drop(Drop::kMalformedRoce, m);
+    return;
+  }
+  bool created = false;
+  Flow* f = flows_.find_or_add(key, now, &created);
+  if (f == nullptr) {
+    drop(Drop::kFlowTableFull, m);
+    return;
+  }
+  if (created) {
+    ++ctr_.flows_created;
+    f->peer = r->peer;
+  }
+  PeerState& peer = *peers_[f->peer];
+  f->last_seen = now;
+  if (!f->tail.empty()) {  // an earlier record is still waiting for buffer space
+    ++f->dropped;
+    drop(Drop::kBacklog, m);
+    return;
+  }
+  if (key.kind == FlowKind::kRoce) maybe_mark_ce(peer, *f, ip, iplen);
+  if (write_record(peer, *f, ip, iplen, now)) {
+    ++f->packets;
+    f->bytes += iplen;
+    ++peer.carried_packets;
+    peer.carried_bytes += iplen;
+    rte_pktmbuf_free(m);
+  } else {
+    ++f->dropped;
+    drop(Drop::kBacklog, m);
+  }
+}
+
+bool Gateway::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len,
+                           TimePoint now) noexcept {
+  transport::Connection& c = *peer.conn;
+  const size_t rec = len + 2U;
+  if (c.send_buffer_free() < rec) return false;
+  store_be16(scratch_.data(), static_cast<uint16_t>(len));
+  std::memcpy(scratch_.data() + 2, ip, len);
+  const size_t n = c.write(flow.stream, scratch_.data(), rec, false, now);
+  flow.window_bytes += rec;
+  window_total_ += rec;
+  if (flow.window_bytes == rec) ++window_flows_;
+  if (n < rec) {
+    // The buffer's granules ran out mid-record: keep the rest, in order,
+    // ahead of this flow's later packets (rare; the only allocation here).
+    flow.tail.assign(scratch_.data() + n, scratch_.data() + rec);
+  }
+  return true;
+}
+
+void Gateway::flush_tails(TimePoint now) noexcept {
+  for (Flow& f : flows_.flows()) {
+    if (!f.used || f.tail.empty()) continue;
+    const size_t n = peers_[f.peer]->conn->write(f.stream, f.tail.data(), f.tail.size(), false, now);
+    f.tail.erase(f.tail.begin(), f.tail.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+}
+
+void Gateway::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept {
+  (void)len;
+  // The flow's share of the BDP budget: the connection holds more than one
+  // BDP of unacknowledged data and this flow wrote more than the average
+  // flow did in the last window.
+  const transport::Connection& c = *peer.conn;
+  if (c.unacked_bytes() <= c.bdp() || last_window_flows_ == 0) return;
+  if (flow.last_window_bytes * last_window_flows_ <= last_window_total_) return;
+  if (ip[0] >> 4 == 4) {
+    const uint8_t ecn = ip[1] & 3;
+    if (ecn == 0 || ecn == 3) return;  // not ECT, or already CE
+    // RFC 1624 incremental checksum update for the TOS byte.
+    const uint16_t old_word = load_be16(ip);
+    ip[1] |= 3;
+    const uint16_t new_word = load_be16(ip);
+    uint32_t sum = static_cast<uint16_t>(~load_be16(ip + 10));
+    sum += static_cast<uint16_t>(~old_word);
+    sum += new_word;
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    store_be16(ip + 10, static_cast<uint16_t>(~sum));
+  } else {
+    const uint8_t ecn = (ip[1] >> 4) & 3;
+    if (ecn == 0 || ecn == 3) return;
+    ip[1] |= 0x30;
+  }
+  ++flow.ce_marked;
+  ++ctr_.ce_marked;
+}
+
+void Gateway::drain_peer(PeerState& peer, TimePoint now) noexcept {
+  transport::Connection& c = *peer.conn;
+  uint64_t id = 0;
+  while (c.next_readable(&id)) {
+    if (id >= peer.rx.size()) {  // not a stream this gateway pair uses: discard
+      c.read(id, nullptr, c.readable(id), nullptr, now);
+      ++ctr_.drops[static_cast<size_t>(Drop::kBadRecord)];
+      continue;
+    }
+    PeerState::RxStream& rs = peer.rx[id];
+    for (;;) {
+      if (rs.need == 0) {
+        if (c.readable(id) < 2) break;
+        uint8_t h[2];
+        c.read(id, h, 2, nullptr, now);
+        rs.need = load_be16(h);
+        if (rs.need == 0) continue;  // an empty record: nothing to deliver
+      }
+      if (c.readable(id) < rs.need) break;
+      c.read(id, scratch_.data(), rs.need, nullptr, now);
+      ++rs.packets;
+      rs.bytes += rs.need;
+      deliver(scratch_.data(), rs.need, now);
+      ++peer.delivered_packets;
+      peer.delivered_bytes += rs.need;
+      rs.need = 0;
+      moved_ = true;
+    }
+  }
+}
+
+void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+  if (ip_packet_len(ip, len) != len) {
+    drop(Drop::kBadRecord);
+    return;
+  }
+  const roce::IpAddr dst = ip_dst(ip);
+  if (!site_.contains(dst) || ip_equal(dst, cfg_.local.address)) {
+    drop(Drop::kNotLocal);
+    return;
+  }
+  rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+  if (m == nullptr) {
+    drop(Drop::kNoMbuf);
+    return;
+  }
+  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + len)));
+  if (eth == nullptr) {
+    drop(Drop::kOversize, m);
+    return;
+  }
+  std::memcpy(eth + 6, mac_.data(), 6);
+  store_be16(eth + 12, (ip[0] >> 4) == 4 ? kEthIpv4 : kEthIpv6);
+  std::memcpy(eth + kEthLen, ip, len);
+  if (dst.version != 4) {
+    // IPv6 neighbour discovery is not implemented: no MAC to send to.
+    drop(Drop::kNeighborPending, m);
+    return;
+  }
+  NeighborTable::Entry* e = neigh_.find_or_add(dst);
+  if (e != nullptr && e->resolved) {
+    std::memcpy(eth, e->mac.data(), 6);
+    enqueue_local(m);
+    return;
+  }
+  if (e == nullptr || e->npending >= NeighborTable::kMaxPending) {
+    drop(Drop::kNeighborPending, m);
+  } else {
+    e->pending[e->npending++] = m;
+  }
+  if (e != nullptr && (e->last_request.is_zero() || now - e->last_request > Duration::from_ms(100))) {
+    e->last_request = now;
+    send_arp_request(dst, now);
+  }
+}
+
+void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {
+  (void)now;
+  rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+  if (m == nullptr) {
+    drop(Drop::kNoMbuf);
+    return;
+  }
+  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
+  if (eth == nullptr) {
+    drop(Drop::kNoMbuf, m);
+    return;
+  }
+  std::memset(eth, 0, 60);
+  std::memcpy(eth, kBroadcast.data(), 6);
+  std::memcpy(eth + 6, mac_.data(), 6);
+  store_be16(eth + 12, kEthArp);
+  uint8_t* a = eth + kEthLen;
+  store_be16(a, 1);
+  store_be16(a + 2, kEthIpv4);
+  a[4] = 6;
+  a[5] = 4;
+  store_be16(a + 6, 1);
+  std::memcpy(a + 8, mac_.data(), 6);
+  std::memcpy(a + 14, cfg_.local.address.bytes.data(), 4);
+  std::memcpy(a + 24, ip.bytes.data(), 4);
+  ++ctr_.arp_requests;
+  enqueue_local(m);
+}
+
+void Gateway::enqueue_local(rte_mbuf* m) noexcept {
+  if (txq_len_ >= kTxQueue) {
+    drop(Drop::kLocalTxFull, m);
+    return;
+  }
+  txq_[(txq_head_ + txq_len_) % kTxQueue] = m;
+  ++txq_len_;
+}
+
+void Gateway::flush_local() noexcept {
+  while (txq_len_ > 0) {
+    rte_mbuf* burst[kBurst];
+    const uint16_t n = static_cast<uint16_t>(std::min<uint32_t>(txq_len_, kBurst));
+    for (uint16_t i = 0; i < n; ++i) burst[i] = txq_[(txq_head_ + i) % kTxQueue];
+    const uint16_t sent = local_.tx(burst, n);
+    for (uint16_t i = 0; i < sent; ++i) {
+      ++ctr_.local_tx_packets;
+      ctr_.local_tx_bytes += rte_pktmbuf_pkt_len(burst[i]);
+    }
+    txq_head_ = (txq_head_ + sent) % kTxQueue;
+    txq_len_ -= sent;
+    if (sent < n) break;  // the port is busy: retry on the next pass
+  }
+}
+
+void Gateway::housekeeping(TimePoint now) noexcept {
+  next_housekeeping_ = now + Duration::from_ms(100);
+  // Backlog windows of about one smoothed RTT (at least 10 ms).
+  Duration win = Duration::from_ms(10);
+  for (const auto& p : peers_) win = std::max(win, p->conn->stats().srtt);
+  if (now - window_start_ >= win) {
+    for (Flow& f : flows_.flows()) {
+      f.last_window_bytes = f.window_bytes;
+      f.window_bytes = 0;
+    }
+    last_window_total_ = window_total_;
+    last_window_flows_ = window_flows_;
+    window_total_ = 0;
+    window_flows_ = 0;
+    window_start_ = now;
+  }
+  ctr_.flows_expired += flows_.expire(now - cfg_.wan.flow_idle_timeout);
+}
+
+void Gateway::publish(TimePoint now) {
+  nlohmann::ordered_json s = make_snapshot(now);
+  std::lock_guard<std::mutex> lock(snap_mu_);
+  snap_ = std::move(s);
+}
+
+nlohmann::ordered_json Gateway::snapshot(const std::string& cmd) const {
+  std::lock_guard<std::mutex> lock(snap_mu_);
+  if (!snap_.contains(cmd)) throw std::invalid_argument("unknown command '" + cmd + "'");
+  return snap_[cmd];
+}
+
+nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
+  using J = nlohmann::ordered_json;
+  J peers = J::array();
+  J links = J::array();
+  J flows = J::array();
+  uint64_t carried = 0;
+  uint64_t delivered = 0;
+  for (const auto& pp : peers_) {
+    const PeerState& p = *pp;
+    const transport::ConnStats& s = p.conn->stats();
+    const bool up = !p.last_rx.is_zero() && now - p.last_rx < Duration::from_s(5);
+    carried += p.carried_packets;
+    delivered += p.delivered_packets;
+    peers.push_back(J{
+        {"name", p.cfg.name},
+        {"endpoint", p.cfg.endpoint.to_string()},
+        {"link", p.link->name},
+        {"state", up ? "up" : (p.last_rx.is_zero() ? "waiting" : "down")},
+        {"last_rx_seconds_ago", p.last_rx.is_zero() ? -1.0 : (now - p.last_rx).seconds()},
+        {"cc", std::string(p.conn->cc().name())},
+        {"srtt_s", s.srtt.seconds()},
+        {"min_rtt_s", s.min_rtt.seconds()},
+        {"rttvar_s", s.rttvar.seconds()},
+        {"cwnd_bytes", s.cwnd},
+        {"pacing_rate_bps", s.pacing_rate.bps()},
+        {"bdp_bytes", p.conn->bdp()},
+        {"bytes_in_flight", s.bytes_in_flight},
+        {"delivered_bytes", s.delivered_bytes},
+        {"packets_sent", s.packets_sent},
+        {"packets_received", s.packets_received},
+        {"retransmitted_packets", s.retransmitted_packets},
+        {"retransmitted_bytes", s.retransmitted_bytes},
+        {"lost_packets", s.lost_packets},
+        {"ptos", s.ptos},
+        {"rtos", s.rtos},
+        {"send_buffer_used_bytes", s.send_buffer_used},
+        {"send_buffer_capacity_bytes", s.send_buffer_capacity},
+        {"recv_buffer_used_bytes", s.recv_buffer_used},
+        {"carried_packets", p.carried_packets},
+        {"carried_bytes", p.carried_bytes},
+        {"delivered_packets", p.delivered_packets},
+        {"delivered_ip_bytes", p.delivered_bytes},
+        {"transport_drops",
+         J{{"malformed", s.drop_malformed},
+           {"bad_version", s.drop_bad_version},
+           {"bad_connection_id", s.drop_bad_connection_id},
+           {"bad_integrity", s.drop_bad_integrity},
+           {"duplicate", s.drop_duplicate},
+           {"flow_control", s.drop_flow_control},
+           {"too_many_streams", s.drop_too_many_streams}}},
+    });
+    const io::IoStats& io = p.io->stats();
+    links.push_back(J{{"name", p.link->name},
+                      {"backend", "udp"},
+                      {"bind", p.link->bind.to_string()},
+                      {"peer", p.cfg.name},
+                      {"rate_bps", p.link->rate.bps()},
+                      {"rtt_s", p.link->rtt.seconds()},
+                      {"mtu", p.link->mtu},
+                      {"tx_packets", io.tx_packets},
+                      {"tx_bytes", io.tx_bytes},
+                      {"rx_packets", io.rx_packets},
+                      {"rx_bytes", io.rx_bytes},
+                      {"tx_full", io.tx_full},
+                      {"rx_wrong_source", p.io->udp_stats().rx_wrong_source},
+                      {"tx_errors", p.io->udp_stats().tx_errors}});
+  }
+  int listed = 0;
+  for (const Flow& f : flows_.flows()) {
+    if (!f.used || ++listed > 1000) continue;
+    J fj{{"kind", to_string(f.key.kind)},
+         {"src", ip_text(f.key.src)},
+         {"dst", ip_text(f.key.dst)},
+         {"peer", peers_[f.peer]->cfg.name},
+         {"stream", f.stream},
+         {"packets", f.packets},
+         {"bytes", f.bytes},
+         {"ce_marked", f.ce_marked},
+         {"dropped", f.dropped},
+         {"idle_s", (now - f.last_seen).seconds()}};
+    if (f.key.kind == FlowKind::kRoce) {
+      fj["dest_qp"] = f.key.qp;
+    } else if (f.key.kind != FlowKind::kOther) {
+      fj["sport"] = f.key.sport;
+      fj["dport"] = f.key.dport;
+    } else {
+      fj["proto"] = f.key.proto;
+    }
+    flows.push_back(std::move(fj));
+  }
+  J drops = J::object();
+  for (size_t i = 0; i < ctr_.drops.size(); ++i) drops[kDropNames[i]] = ctr_.drops[i];
+  const PortStats ps = local_.stats();
+  J routes = J::array();
+  for (const Route& r : routes_) {
+    routes.push_back(J{{"prefix", r.prefix.to_string()},
+                       {"peer", peers_[r.peer]->cfg.name},
+                       {"mode", to_string(r.mode)}});
+  }
+  J status{{"local", J{{"device", cfg_.local.device},
+                       {"address", ip_text(cfg_.local.address) + "/" +
+                                       std::to_string(cfg_.local.prefix_len)},
+                       {"mac", mac_text(mac_)},
+                       {"rx_packets", ctr_.local_rx_packets},
+                       {"rx_bytes", ctr_.local_rx_bytes},
+                       {"tx_packets", ctr_.local_tx_packets},
+                       {"tx_bytes", ctr_.local_tx_bytes},
+                       {"port", J{{"ipackets", ps.ipackets},
+                                  {"opackets", ps.opackets},
+                                  {"imissed", ps.imissed},
+                                  {"ierrors", ps.ierrors},
+                                  {"oerrors", ps.oerrors},
+                                  {"rx_nombuf", ps.rx_nombuf}}}}},
+           {"routes", routes},
+           {"peers", peers.size()},
+           {"flows", flows_.size()},
+           {"flows_created", ctr_.flows_created},
+           {"flows_expired", ctr_.flows_expired},
+           {"neighbors", neigh_.size()},
+           {"carried_packets", carried},
+           {"delivered_packets", delivered},
+           {"ce_marked", ctr_.ce_marked},
+           {"arp_replies", ctr_.arp_replies},
+           {"arp_requests", ctr_.arp_requests},
+           {"drops", drops}};
+  return J{{"status", status}, {"peers", peers}, {"links", links}, {"flows", flows}};
+}
+
+}  // namespace rowan::gw

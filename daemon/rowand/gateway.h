@@ -1,0 +1,209 @@
+// The gateway's packet engine (passthrough mode, ARCHITECTURE.md "Modes of a
+// route"): IP packets that hosts send to a remote prefix are classified into
+// flows, framed as records on the flow's transport stream to the peer gateway,
+// and the peer's records are delivered to local hosts.
+//
+//   local port ──rx──▶ ARP / classify ──▶ flow stream ──▶ transport ──▶ WAN link
+//   local port ◀──tx── neighbour lookup ◀── records ◀── transport ◀── WAN link
+//
+// Record framing on a stream: u16 length (big-endian) | IP packet. A stream
+// carries one flow's packets in order; a local MTU larger than the WAN's is
+// handled by the stream (records span datagrams and are reassembled).
+//
+// Threading: poll(), reload() and publish() run on the packet lcore; the
+// snapshot accessors run on the control thread and only read the snapshot
+// that publish() copies under a mutex (about ten times a second — never per
+// packet).
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
+#include "config.h"
+#include "dpdk_port.h"
+#include "flow_table.h"
+#include "io/udp_uring.h"
+#include "transport/connection.h"
+#include "transport/driver.h"
+
+namespace rowan::gw {
+
+using Mac = std::array<uint8_t, 6>;
+
+/// Why a packet was dropped (VPP tcp_error.def style); names in kDropNames.
+enum class Drop : uint8_t {
+  kRuntFrame,       ///< shorter than an Ethernet header
+  kNotForUs,        ///< unicast to another MAC
+  kUnsupportedL2,   ///< VLAN-tagged or an unknown ethertype
+  kMalformedIp,     ///< bad version, header or lengths
+  kMalformedArp,
+  kToGateway,       ///< addressed to the gateway itself (not served)
+  kNoRoute,         ///< no [[route]] covers the destination
+  kModeUnsupported, ///< route mode this build does not carry
+  kOversize,        ///< larger than [local] mtu
+  kMalformedRoce,   ///< UDP/4791 that does not parse as RoCEv2
+  kFlowTableFull,
+  kBacklog,         ///< the peer's send buffer is full
+  kPeerDown,        ///< no transport to the route's peer
+  kBadRecord,       ///< a record from the peer that is not a sane IP packet
+  kNotLocal,        ///< a delivered packet whose destination is not on the site subnet
+  kNeighborPending, ///< the host's MAC is unresolved and its queue is full
+  kNoMbuf,
+  kLocalTxFull,
+  kCount
+};
+extern const char* const kDropNames[];
+
+/// Neighbour (ARP) table for the site subnet; fixed size.
+class NeighborTable {
+ public:
+  static constexpr uint32_t kCapacity = 1024;
+  static constexpr uint32_t kMaxPending = 8;
+  struct Entry {
+    roce::IpAddr ip;
+    Mac mac{};
+    bool used = false;
+    bool resolved = false;
+    TimePoint updated;
+    TimePoint last_request;
+    uint32_t npending = 0;
+    rte_mbuf* pending[kMaxPending]{};
+  };
+  Entry* find(const roce::IpAddr& ip) noexcept;
+  Entry* find_or_add(const roce::IpAddr& ip) noexcept;
+  uint32_t size() const { return size_; }
+  const std::array<Entry, kCapacity>& entries() const { return e_; }
+
+ private:
+  static uint32_t bucket(const roce::IpAddr& ip);
+  std::array<Entry, kCapacity> e_{};
+  uint32_t size_ = 0;
+};
+
+/// Per peer: its WAN link, transport connection and receive-side record state.
+struct PeerState {
+  PeerConfig cfg;
+  const WanLinkConfig* link = nullptr;
+  std::unique_ptr<io::UdpUringIo> io;
+  std::unique_ptr<transport::Connection> conn;
+  std::unique_ptr<transport::Driver> driver;
+  struct RxStream {
+    uint32_t need = 0;  ///< bytes of the record being assembled (0: reading a length)
+    uint64_t packets = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<RxStream> rx;
+  uint64_t last_rx_packets = 0;
+  TimePoint last_rx;  ///< last datagram from the peer
+  uint64_t delivered_packets = 0;
+  uint64_t delivered_bytes = 0;
+  uint64_t carried_packets = 0;
+  uint64_t carried_bytes = 0;
+};
+
+struct GatewayCounters {
+  uint64_t local_rx_packets = 0;
+  uint64_t local_rx_bytes = 0;
+  uint64_t local_tx_packets = 0;
+  uint64_t local_tx_bytes = 0;
+  uint64_t arp_replies = 0;
+  uint64_t arp_requests = 0;
+  uint64_t flows_created = 0;
+  uint64_t flows_expired = 0;
+  uint64_t ce_marked = 0;
+  uint64_t loops = 0;
+  uint64_t idle_sleeps = 0;
+  std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+};
+
+class Gateway {
+ public:
+  /// Opens the peers' WAN links and connections. Throws on failure.
+  Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  /// One pass of the packet loop at `now`; returns whether any packet moved.
+  bool poll(TimePoint now) noexcept;
+  /// When poll() must run again at the latest (transport timers).
+  TimePoint next_timeout() const noexcept;
+  /// Sleeps until a WAN completion arrives or `d` passes (idle back-off).
+  void idle_wait(Duration d) noexcept;
+
+  /// Applies a reloaded config: routes, CC parameters of new connections,
+  /// flow idle timeout. Flows and connections stay up. Returns what changed.
+  std::string reload(const GatewayConfig& cfg);
+
+  /// Copies the state the control socket shows (packet lcore).
+  void publish(TimePoint now);
+  /// Control thread: the last published state for `cmd`
+  /// (status|peers|links|flows).
+  nlohmann::ordered_json snapshot(const std::string& cmd) const;
+
+  const GatewayCounters& counters() const { return ctr_; }
+  const std::vector<std::unique_ptr<PeerState>>& peers() const { return peers_; }
+
+ private:
+  struct Route {
+    Prefix prefix;
+    uint32_t peer;
+    RouteMode mode;
+  };
+  void local_rx(TimePoint now) noexcept;
+  void handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
+  void handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  bool classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept;
+  const Route* lookup(const roce::IpAddr& dst) const noexcept;
+  bool write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len,
+                    TimePoint now) noexcept;
+  void flush_tails(TimePoint now) noexcept;
+  void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
+  void drain_peer(PeerState& peer, TimePoint now) noexcept;
+  void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
+  void enqueue_local(rte_mbuf* m) noexcept;
+  void flush_local() noexcept;
+  void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
+  void housekeeping(TimePoint now) noexcept;
+  nlohmann::ordered_json make_snapshot(TimePoint now) const;
+
+  GatewayConfig cfg_;
+  Port& local_;
+  const Clock& clock_;
+  Mac mac_{};
+  Prefix site_;  ///< the local subnet
+  std::vector<Route> routes_;
+  std::vector<std::unique_ptr<PeerState>> peers_;
+  FlowTable flows_;
+  NeighborTable neigh_;
+  GatewayCounters ctr_;
+
+  static constexpr uint16_t kBurst = 32;
+  static constexpr uint32_t kTxQueue = 1024;
+  std::array<rte_mbuf*, kTxQueue> txq_{};
+  uint32_t txq_head_ = 0, txq_len_ = 0;
+  std::vector<uint8_t> scratch_;  ///< one record being assembled or sent
+
+  TimePoint next_housekeeping_;
+  TimePoint window_start_;
+  uint64_t window_total_ = 0, last_window_total_ = 0;
+  uint32_t window_flows_ = 0, last_window_flows_ = 0;
+  bool moved_ = false;
+
+  mutable std::mutex snap_mu_;
+  nlohmann::ordered_json snap_;
+};
+
+/// Connection id both gateways of a pair derive alike from their endpoints.
+uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b);
+
+}  // namespace rowan::gw

@@ -1,0 +1,664 @@
+// rowand's config: the example files parse, config/rowand.toml shows the real
+// defaults, to_toml round-trips, and every class of error is reported at its
+// own FILE:LINE:COL — all of them at once.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "registry.h"
+#include "tools/paths.h"
+
+namespace rowan::gw {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string example(const std::string& rel) { return test::source_dir() + "/config/" + rel; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Parses `text` as "t.toml" and returns the errors (empty when it parsed).
+std::vector<std::string> errors_of(const std::string& text) {
+  try {
+    (void)parse_config(text, "t.toml");
+  } catch (const ConfigError& e) {
+    return e.errors();
+  }
+  return {};
+}
+
+// "t.toml:LINE:COL" of the first occurrence of `marker` in `text`.
+std::string where(const std::string& text, const std::string& marker, size_t nth = 0) {
+  size_t at = text.find(marker);
+  for (size_t i = 0; i < nth && at != std::string::npos; ++i) at = text.find(marker, at + 1);
+  EXPECT_NE(at, std::string::npos) << marker;
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "t.toml:" + std::to_string(line) + ":" + std::to_string(col) + ": ";
+}
+
+// The position of `marker` inside the first `anchor` of `text`.
+std::string where_after(const std::string& text, const std::string& anchor,
+                        const std::string& marker) {
+  const size_t a = text.find(anchor);
+  EXPECT_NE(a, std::string::npos) << anchor;
+  const size_t m = text.find(marker, a);
+  std::string prefix = text.substr(0, m);
+  return where(prefix + "\x01", "\x01");
+}
+
+// True when some error starts with `loc` and contains `what`.
+::testing::AssertionResult has_error(const std::vector<std::string>& errors, const std::string& loc,
+                                     const std::string& what) {
+  for (const auto& e : errors) {
+    if (e.rfind(loc, 0) == 0 && e.find(what) != std::string::npos) {
+      return ::testing::AssertionSuccess();
+    }
+  }
+  auto r = ::testing::AssertionFailure() << "no error '" << loc << "..." << what << "' among:";
+  for (const auto& e : errors) r << "\n  " << e;
+  return r;
+}
+
+// A small valid config the error tests start from.
+const std::string kBase = R"([local]
+device = "net_af_packet0,iface=lan0"
+address = "198.18.1.1"
+
+[[wan.link]]
+name = "wan0"
+bind = "198.19.0.1:47910"
+
+[[peer]]
+name = "b"
+endpoint = "198.19.0.2"
+
+[[route]]
+prefix = "198.18.2.0/24"
+peer = "b"
+)";
+
+TEST(ConfigExamples, AllParse) {
+  ASSERT_NE(cc::Registry::find(cc::kDefaultAlgorithm), nullptr) << "rowan_cc not linked in";
+  for (const char* f : {"rowand.toml", "two-site/a.toml", "two-site/b.toml"}) {
+    SCOPED_TRACE(f);
+    std::ostringstream out, err;
+    EXPECT_EQ(check_config_main(example(f), out, err), 0) << err.str();
+    EXPECT_EQ(err.str(), "");
+    EXPECT_NE(out.str().find("configuration ok"), std::string::npos);
+  }
+}
+
+TEST(ConfigExamples, TwoSiteMatchesTheTestbedContract) {
+  const GatewayConfig a = load_config(example("two-site/a.toml"));
+  const GatewayConfig b = load_config(example("two-site/b.toml"));
+  EXPECT_EQ(Prefix({a.local.address, a.local.prefix_len}).to_string(), "198.18.1.1/24");
+  EXPECT_EQ(Prefix({b.local.address, b.local.prefix_len}).to_string(), "198.18.2.1/24");
+  ASSERT_EQ(a.wan.links.size(), 1u);
+  ASSERT_EQ(b.wan.links.size(), 1u);
+  EXPECT_EQ(a.wan.links[0].backend, WanBackend::kUdp);
+  EXPECT_EQ(a.wan.links[0].bind.to_string(), "198.19.0.1:47910");
+  EXPECT_EQ(b.wan.links[0].bind.to_string(), "198.19.0.2:47910");
+  ASSERT_EQ(a.peers.size(), 1u);
+  ASSERT_EQ(b.peers.size(), 1u);
+  EXPECT_EQ(a.peers[0].endpoint.to_string(), b.wan.links[0].bind.to_string());
+  EXPECT_EQ(b.peers[0].endpoint.to_string(), a.wan.links[0].bind.to_string());
+  EXPECT_EQ(a.peers[0].links, std::vector<std::string>{"wan0"});  // default: every link
+  ASSERT_EQ(a.routes.size(), 1u);
+  ASSERT_EQ(b.routes.size(), 1u);
+  EXPECT_EQ(a.routes[0].prefix.to_string(), "198.18.2.0/24");
+  EXPECT_EQ(b.routes[0].prefix.to_string(), "198.18.1.0/24");
+  EXPECT_EQ(a.routes[0].mode, RouteMode::kPassthrough);
+  EXPECT_EQ(a.control.socket, "/run/rowan/a/control.sock");
+  EXPECT_EQ(b.control.socket, "/run/rowan/b/control.sock");
+  EXPECT_EQ(a.metrics.listen.to_string(), "127.0.0.1:9464");
+  EXPECT_EQ(b.metrics.listen.to_string(), "127.0.0.1:9464");
+  EXPECT_NE(a.eal.file_prefix, b.eal.file_prefix);
+  EXPECT_NE(a.local.device.find("iface=lan0"), std::string::npos);
+}
+
+// config/rowand.toml promises to show every key with its default: the values
+// it sets must be the ones a config that leaves them out gets.
+TEST(ConfigDefaults, ExampleShowsTheRealDefaults) {
+  const GatewayConfig ex = load_config(example("rowand.toml"));
+  const GatewayConfig min = parse_config(kBase, "min.toml");
+  const GatewayConfig def;
+  EXPECT_EQ(ex.eal.lcores, def.eal.lcores);
+  EXPECT_EQ(ex.eal.file_prefix, def.eal.file_prefix);
+  EXPECT_EQ(ex.eal.huge_dir, def.eal.huge_dir);
+  EXPECT_EQ(ex.eal.no_huge, def.eal.no_huge);
+  EXPECT_EQ(ex.eal.in_memory, def.eal.in_memory);
+  EXPECT_EQ(ex.eal.memory_mb, def.eal.memory_mb);
+  EXPECT_EQ(ex.eal.extra_args, def.eal.extra_args);
+  EXPECT_EQ(ex.local.prefix_len, def.local.prefix_len);
+  EXPECT_FALSE(ex.local.mac.has_value());
+  EXPECT_EQ(ex.local.mtu, def.local.mtu);
+  EXPECT_EQ(ex.local.rx_ring, def.local.rx_ring);
+  EXPECT_EQ(ex.local.tx_ring, def.local.tx_ring);
+  EXPECT_EQ(ex.wan.send_buffer_bdp, def.wan.send_buffer_bdp);
+  EXPECT_EQ(ex.wan.recv_window_bdp, def.wan.recv_window_bdp);
+  EXPECT_EQ(ex.wan.max_flows, def.wan.max_flows);
+  EXPECT_EQ(ex.wan.flow_idle_timeout, def.wan.flow_idle_timeout);
+  const WanLinkConfig link_def;
+  ASSERT_EQ(ex.wan.links.size(), 1u);
+  EXPECT_EQ(ex.wan.links[0].backend, link_def.backend);
+  EXPECT_EQ(ex.wan.links[0].rate, link_def.rate);
+  EXPECT_EQ(ex.wan.links[0].rtt, link_def.rtt);
+  EXPECT_EQ(ex.wan.links[0].mtu, link_def.mtu);
+  EXPECT_EQ(ex.wan.links[0].bind.port, kDefaultWanPort);
+  ASSERT_EQ(ex.routes.size(), 1u);
+  EXPECT_EQ(ex.routes[0].mode, RouteConfig{}.mode);
+  EXPECT_EQ(ex.cc.algorithm, def.cc.algorithm);
+  EXPECT_EQ(ex.cc.algorithm, std::string(cc::kDefaultAlgorithm));
+  EXPECT_TRUE(ex.cc.params.empty());
+  EXPECT_EQ(ex.control.socket, def.control.socket);
+  EXPECT_EQ(ex.control.group, def.control.group);
+  EXPECT_EQ(ex.metrics.enabled, def.metrics.enabled);
+  EXPECT_EQ(ex.metrics.listen.to_string(), def.metrics.listen.to_string());
+  EXPECT_EQ(ex.log.level, def.log.level);
+
+  // And the defaults a minimal file gets are the struct's: the whole config
+  // written back differs from the example only in what the example sets
+  // beyond the minimum (none of it a default).
+  EXPECT_EQ(to_toml(min).find("[cc.params]"), std::string::npos);
+  EXPECT_EQ(min.peers[0].endpoint.port, kDefaultWanPort);
+  EXPECT_EQ(min.wan.links[0].rate, link_def.rate);
+  EXPECT_EQ(min.control.socket, def.control.socket);
+  EXPECT_EQ(min.log.level, def.log.level);
+}
+
+TEST(ConfigRoundTrip, ToTomlParsesBackToTheSameConfig) {
+  const std::string rich = R"([eal]
+lcores = "0-1"
+file_prefix = "gw.x"
+huge_dir = "/mnt/huge"
+in_memory = true
+memory_mb = 512
+extra_args = ["--vdev", "net_null0", "--log-level=pmd.*:debug"]
+
+[local]
+device = "0000:3b:00.0"
+address = "2001:2:1::1"
+prefix_len = 64
+mac = "02:AB:cd:00:00:01"
+mtu = 9000
+rx_ring = 2048
+tx_ring = 512
+
+[wan]
+send_buffer_bdp = 1.5
+recv_window_bdp = 3
+max_flows = 100
+flow_idle_timeout = "1.5s"
+
+[[wan.link]]
+name = "fiber-1"
+backend = "dpdk"
+bind = "[2001:2:f::1]:5000"
+device = "0000:3b:00.1"
+prefix_len = 64
+next_hop = "2001:2:f::fe"
+rate = "400gbit"
+rtt = "150us"
+mtu = 9000
+
+[[wan.link]]
+name = "backup"
+bind = "[2001:2:e::1]"
+rate = "1500kbit"
+rtt = "1234567ns"
+
+[[peer]]
+name = "east"
+endpoint = "[2001:2:f::2]"
+links = ["fiber-1", "backup"]
+
+[[route]]
+prefix = "2001:2:2::/48"
+peer = "east"
+mode = "split"
+
+[[route]]
+prefix = "2001:2:3::/48"
+peer = "east"
+mode = "direct"
+
+[cc]
+algorithm = "cubic"
+[cc.params]
+beta = 0.8
+hystart = false
+initial_cwnd_packets = 20
+
+[control]
+socket = "/tmp/x/\"odd\" name.sock"
+group = ""
+
+[metrics]
+enabled = false
+listen = "[::1]:9100"
+
+[log]
+level = "debug"
+)";
+  for (const std::string& text : {rich, read_file(example("rowand.toml")), kBase}) {
+    const GatewayConfig c1 = parse_config(text, "in.toml");
+    const std::string t1 = to_toml(c1);
+    GatewayConfig c2;
+    ASSERT_NO_THROW(c2 = parse_config(t1, "out.toml")) << t1;
+    const std::string t2 = to_toml(c2);
+    EXPECT_EQ(t2.substr(t2.find('\n')), t1.substr(t1.find('\n')));
+    EXPECT_TRUE(reload_blockers(c1, c2).empty());
+  }
+  const GatewayConfig c = parse_config(rich, "in.toml");
+  EXPECT_EQ(c.local.mac.value()[1], 0xAB);
+  EXPECT_EQ(c.wan.links[0].rtt, Duration::from_us(150));
+  EXPECT_EQ(c.wan.links[0].rate, BitsPerSec::from_gbps(400));
+  EXPECT_EQ(c.wan.links[1].rate, BitsPerSec::from_bps(1500000));
+  EXPECT_EQ(c.wan.links[1].bind.port, kDefaultWanPort);
+  EXPECT_EQ(c.wan.flow_idle_timeout, Duration::from_ms(1500));
+  EXPECT_EQ(c.wan.recv_window_bdp, 3.0);
+  EXPECT_EQ(c.routes[0].mode, RouteMode::kSplit);
+  EXPECT_EQ(c.cc.params.values().at("beta"), "0.8");
+  EXPECT_EQ(c.cc.params.values().at("hystart"), "false");
+  EXPECT_EQ(c.control.socket, "/tmp/x/\"odd\" name.sock");
+  EXPECT_EQ(c.eal.extra_args.size(), 3u);
+}
+
+TEST(ConfigReload, OnlyRoutesCcAndLogReloadInPlace) {
+  const GatewayConfig a = parse_config(kBase, "a.toml");
+  std::string text = kBase + "[cc]\nalgorithm = \"bbr\"\n[log]\nlevel = \"debug\"\n";
+  text.replace(text.find("198.18.2.0/24"), 13, "198.18.4.0/22");
+  EXPECT_TRUE(reload_blockers(a, parse_config(text, "b.toml")).empty());
+  text += "[metrics]\nlisten = \"127.0.0.1:9999\"\n";
+  text.replace(text.find("[local]\n"), 8, "[local]\nmtu = 1500\n");
+  EXPECT_EQ(reload_blockers(a, parse_config(text, "c.toml")),
+            (std::vector<std::string>{"[local]", "[metrics]"}));
+}
+
+TEST(ConfigErrors, ParseErrorHasItsPosition) {
+  const std::string text = kBase + "[cc]\nalgorithm = \"rowan\n";
+  const auto errors = errors_of(text);
+  ASSERT_EQ(errors.size(), 1u);
+  // toml++ reports where the string breaks: the end of line 17.
+  EXPECT_EQ(errors[0].rfind("t.toml:17:19: ", 0), 0u) << errors[0];
+  const auto e2 = errors_of("[local]\ndevice = = 1\n");
+  ASSERT_EQ(e2.size(), 1u);
+  EXPECT_EQ(e2[0].rfind("t.toml:2:", 0), 0u) << e2[0];
+}
+
+TEST(ConfigErrors, UnknownKeysAnywhere) {
+  const std::string text = kBase + R"(mode2 = "x"
+[cc]
+algoritm = "bbr"
+[cc.params]
+[control]
+sock = "/x"
+[bogus]
+x = 1
+[metrics]
+enable = true
+)";
+  const std::string t2 = text + "[eal]\nlcore = \"1\"\n";
+  std::string t3 = t2;
+  t3.replace(t3.find("[[peer]]\n"), 9, "[[peer]]\nlink = [\"wan0\"]\n");
+  t3.replace(t3.find("address"), 7, "adress");
+  const auto errors = errors_of(t3);
+  EXPECT_TRUE(has_error(errors, where(t3, "adress"), "unknown key 'local.adress'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "[local]"), "local.address is required"));
+  EXPECT_TRUE(has_error(errors, where(t3, "link ="), "unknown key 'peer.link'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "mode2"), "unknown key 'route.mode2'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "algoritm"), "unknown key 'cc.algoritm'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "sock ="), "unknown key 'control.sock'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "bogus"), "unknown key 'bogus'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "enable ="), "unknown key 'metrics.enable'"));
+  EXPECT_TRUE(has_error(errors, where(t3, "lcore ="), "unknown key 'eal.lcore'"));
+  EXPECT_EQ(errors.size(), 9u);
+}
+
+TEST(ConfigErrors, WrongTypesAndBadValues) {
+  const std::string text = R"([local]
+device = 5
+address = "198.18.1.300"
+mtu = "big"
+rx_ring = 1000
+mac = "01:00:5e:00:00:01"
+
+[wan]
+max_flows = -1
+send_buffer_bdp = true
+
+[[wan.link]]
+name = "w 0"
+bind = "198.19.0.1:99999"
+rate = "1gbitz"
+rtt = "soon"
+mtu = 40
+
+[[peer]]
+name = "b"
+endpoint = "198.19.0"
+
+[[route]]
+prefix = "198.18.2.5/24"
+peer = "b"
+mode = "tunnel"
+
+[[route]]
+prefix = "198.18.3.0/33"
+peer = "b"
+
+[metrics]
+enabled = "yes"
+listen = "localhost:9464"
+
+[log]
+level = "verbose"
+
+[eal]
+no_huge = true
+in_memory = true
+extra_args = ["--file-prefix=x", 3]
+lcores = "all"
+)";
+  const auto errors = errors_of(text);
+  EXPECT_TRUE(
+      has_error(errors, where(text, "5\n"), "local.device: expected a string, got an integer"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.18.1.300\""), "not an IPv4 or IPv6 address"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"big\""), "local.mtu: expected an integer"));
+  EXPECT_TRUE(has_error(errors, where(text, "1000"), "not a power of two"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"01:00"), "not a unicast MAC"));
+  EXPECT_TRUE(has_error(errors, where(text, "-1"), "wan.max_flows: -1 is outside"));
+  EXPECT_TRUE(has_error(errors, where(text, "true\n"), "wan.send_buffer_bdp: expected a number"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"w 0\""), "wan.link.name"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.19.0.1:99999\""), "wan.link.bind"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"1gbitz\""), "bad rate '1gbitz'"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"soon\""), "bad duration 'soon'"));
+  EXPECT_TRUE(has_error(errors, where(text, "40\n"), "wan.link.mtu: 40 is outside"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.19.0\""), "peer.endpoint"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.18.2.5/24\""), "host bits zero"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"tunnel\""), "route.mode"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.18.3.0/33\""), "route.prefix"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"yes\""), "metrics.enabled: expected a boolean"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"localhost:9464\""), "metrics.listen"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"verbose\""), "log.level"));
+  EXPECT_TRUE(has_error(errors, where(text, "[eal]"), "no_huge and in_memory"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"--file-prefix=x\""), "eal.file_prefix instead"));
+  EXPECT_TRUE(has_error(errors, where(text, "3]"), "eal.extra_args: expected a string"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"all\""), "eal.lcores"));
+  // Sorted by position.
+  EXPECT_TRUE(std::is_sorted(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
+    auto key = [](const std::string& s) {
+      const size_t c1 = s.find(':'), c2 = s.find(':', c1 + 1), c3 = s.find(':', c2 + 1);
+      return std::make_pair(std::stoi(s.substr(c1 + 1, c2 - c1 - 1)),
+                            std::stoi(s.substr(c2 + 1, c3 - c2 - 1)));
+    };
+    return key(a) < key(b);
+  }));
+}
+
+TEST(ConfigErrors, DuplicatesAndReferences) {
+  const std::string text = kBase + R"(
+[[route]]
+prefix = "198.18.2.128/25"
+peer = "nobody"
+
+[[route]]
+prefix = "198.18.0.0/16"
+peer = "b"
+
+[[route]]
+prefix = "198.19.0.0/24"
+peer = "b"
+
+[[peer]]
+name = "b"
+endpoint = "198.19.0.3"
+links = ["wan0", "wan9", "wan0"]
+
+[[wan.link]]
+name = "wan0"
+bind = "198.19.0.1:47911"
+
+[[wan.link]]
+name = "fast"
+backend = "dpdk"
+bind = "198.19.0.1:47912"
+
+[[wan.link]]
+name = "slow"
+bind = "198.19.0.1"
+)";
+  const auto errors = errors_of(text);
+  EXPECT_TRUE(has_error(errors, where(text, "\"nobody\""), "route.peer: unknown peer 'nobody'"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.18.2.128/25\""),
+                        "overlaps 198.18.2.0/24 of the route at 14:10"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.18.0.0/16\""), "overlaps the local subnet"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.19.0.0/24\""), "covers the endpoint"));
+  EXPECT_TRUE(has_error(errors, where_after(text, "name = \"b\"\nendpoint = \"198.19.0.3", "\"b\""),
+                        "duplicate peer name 'b' (first at 10:8)"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"wan9\""), "unknown link 'wan9'"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"wan0\"]"), "link 'wan0' is listed twice"));
+  EXPECT_TRUE(has_error(errors,
+                        where_after(text, "name = \"wan0\"\nbind = \"198.19.0.1:47911", "\"wan0"),
+                        "duplicate link name 'wan0' (first at 6:8)"));
+  EXPECT_TRUE(has_error(errors, where(text, "[[wan.link]]\nname = \"fast\""),
+                        "wan.link.device is required with backend = \"dpdk\""));
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.19.0.1\"\n"), "already bound"));
+}
+
+TEST(ConfigErrors, CongestionControl) {
+  {
+    const std::string text = kBase + "[cc]\nalgorithm = \"reno2\"\n";
+    const auto errors = errors_of(text);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_TRUE(has_error(errors, where(text, "\"reno2\""), "unknown congestion control 'reno2'"));
+    EXPECT_NE(errors[0].find("cubic"), std::string::npos);  // lists the known ones
+  }
+  {
+    const std::string text = kBase + "[cc]\nalgorithm = \"cubic\"\n[cc.params]\nbeta = 0.95\n";
+    EXPECT_TRUE(has_error(errors_of(text), where(text, "beta"), "cc.params (cubic): beta"));
+  }
+  {
+    const std::string text =
+        kBase + "[cc]\nalgorithm = \"cubic\"\n[cc.params]\nbeta = 0.7\nwibble = 1\n";
+    EXPECT_TRUE(has_error(errors_of(text), where(text, "wibble"), "unknown parameter(s): wibble"));
+  }
+  {
+    const std::string text = kBase + "[cc.params]\nbogus = [1]\n";
+    EXPECT_TRUE(has_error(errors_of(text), where(text, "[1]"), "cc.params.bogus: expected"));
+  }
+  // The default algorithm's defaults are valid, and parameters of every
+  // registered algorithm are checked by that algorithm.
+  for (const auto& name : cc::Registry::names()) {
+    const std::string text =
+        kBase + "[cc]\nalgorithm = \"" + name + "\"\n[cc.params]\nno_such_param = 1\n";
+    EXPECT_TRUE(has_error(errors_of(text), where(text, "no_such_param"), "no_such_param")) << name;
+    EXPECT_TRUE(errors_of(kBase + "[cc]\nalgorithm = \"" + name + "\"\n").empty()) << name;
+  }
+}
+
+TEST(ConfigErrors, MissingRequiredParts) {
+  {
+    const std::string text = "[log]\nlevel = \"info\"\n";
+    const auto errors = errors_of(text);
+    EXPECT_TRUE(has_error(errors, "t.toml:1:1: ", "missing [local] table"));
+    EXPECT_TRUE(has_error(errors, "t.toml:1:1: ", "missing [[wan.link]]"));
+    EXPECT_EQ(errors.size(), 2u);
+  }
+  {
+    const std::string text = "\n[local]\nmtu = 1500\n[[wan.link]]\nname = \"x\"\n";
+    const auto errors = errors_of(text);
+    EXPECT_TRUE(has_error(errors, "t.toml:2:1: ", "local.device is required"));
+    EXPECT_TRUE(has_error(errors, "t.toml:2:1: ", "local.address is required"));
+    EXPECT_TRUE(has_error(errors, "t.toml:4:1: ", "wan.link.bind is required"));
+    EXPECT_EQ(errors.size(), 3u);
+  }
+  {
+    const std::string text = "local = 3\nwan = []\npeer = {}\n";
+    const auto errors = errors_of(text);
+    EXPECT_TRUE(has_error(errors, "t.toml:1:9: ", "local: expected a table, got an integer"));
+    EXPECT_TRUE(has_error(errors, "t.toml:2:7: ", "wan: expected a table"));
+    EXPECT_TRUE(has_error(errors, "t.toml:3:8: ", "peer: expected an array of tables ([[peer]])"));
+  }
+}
+
+TEST(ConfigErrors, ManyErrorsAllReportedInOneConfigError) {
+  const std::string text = R"([local]
+device = "d"
+address = "x"
+[[wan.link]]
+name = "a"
+bind = "1.2.3.4"
+rate = "0"
+[[peer]]
+name = "p"
+endpoint = "1.2.3.5"
+links = ["z"]
+[[route]]
+prefix = "10.0.0.0/8"
+peer = "q"
+[cc]
+algorithm = "nope"
+)";
+  try {
+    (void)parse_config(text, "t.toml");
+    FAIL() << "parsed";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.errors().size(), 5u) << e.what();
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:3:11: ", "local.address"));
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:7:8: ", "wan.link.rate"));
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:11:10: ", "unknown link 'z'"));
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:14:8: ", "unknown peer 'q'"));
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:16:13: ", "unknown congestion control"));
+    // what() is the same list, one per line.
+    const std::string what = e.what();
+    EXPECT_EQ(std::count(what.begin(), what.end(), '\n'), 4);
+  }
+}
+
+TEST(CheckConfig, ExitStatusAndOutput) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("rowan-config-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string good = (dir / "good.toml").string();
+  const std::string bad = (dir / "bad.toml").string();
+  std::ofstream(good) << kBase;
+  std::ofstream(bad) << kBase << "[log]\nlevel = 3\nfoo = 1\n";
+  {
+    std::ostringstream out, err;
+    EXPECT_EQ(check_config_main(good, out, err), 0);
+    EXPECT_EQ(out.str(), good + ": configuration ok\n");
+    EXPECT_EQ(err.str(), "");
+  }
+  {
+    std::ostringstream out, err;
+    EXPECT_EQ(check_config_main(bad, out, err), kExitConfig);
+    EXPECT_EQ(out.str(), "");
+    EXPECT_EQ(err.str(), bad + ":17:9: log.level: expected a string, got an integer\n" + bad +
+                             ":18:1: unknown key 'log.foo'\n");
+  }
+  {
+    std::ostringstream out, err;
+    const std::string missing = (dir / "missing.toml").string();
+    EXPECT_EQ(check_config_main(missing, out, err), kExitConfig);
+    EXPECT_EQ(err.str().rfind(missing + ":1:1: cannot open", 0), 0u) << err.str();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ConfigTypes, PrefixesAndAddresses) {
+  auto p = parse_prefix("198.18.2.0/24");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->to_string(), "198.18.2.0/24");
+  EXPECT_TRUE(p->contains(roce::parse_ip_addr("198.18.2.200")));
+  EXPECT_FALSE(p->contains(roce::parse_ip_addr("198.18.3.1")));
+  EXPECT_FALSE(p->contains(roce::parse_ip_addr("::1")));
+  EXPECT_TRUE(p->overlaps(*parse_prefix("198.18.0.0/15")));
+  EXPECT_TRUE(p->overlaps(*parse_prefix("198.18.2.64/26")));
+  EXPECT_FALSE(p->overlaps(*parse_prefix("198.18.3.0/24")));
+  EXPECT_TRUE(parse_prefix("0.0.0.0/0")->overlaps(*p));
+  EXPECT_FALSE(parse_prefix("::/0")->overlaps(*p));
+  EXPECT_TRUE(parse_prefix("2001:2::/48")->contains(roce::parse_ip_addr("2001:2:0:ffff::1")));
+  EXPECT_EQ(network_of({roce::parse_ip_addr("198.18.1.77"), 20}).to_string(), "198.18.0.0/20");
+  for (const char* bad : {"198.18.2.1/24", "198.18.2.0", "198.18.2.0/", "198.18.2.0/33",
+                          "2001:2::/129", "x/8", "198.18.2.0/-1", "198.18.2.0/2 4", "/24"}) {
+    EXPECT_FALSE(parse_prefix(bad)) << bad;
+  }
+  EXPECT_EQ(parse_sockaddr("198.19.0.2:47910", 1)->to_string(), "198.19.0.2:47910");
+  EXPECT_EQ(parse_sockaddr("198.19.0.2", 7)->to_string(), "198.19.0.2:7");
+  EXPECT_EQ(parse_sockaddr("[2001:2::2]:80", 1)->to_string(), "[2001:2::2]:80");
+  EXPECT_EQ(parse_sockaddr("[2001:2::2]", 9)->to_string(), "[2001:2::2]:9");
+  EXPECT_EQ(parse_sockaddr("2001:2::2", 9)->to_string(), "[2001:2::2]:9");
+  for (const char* bad : {"198.19.0.2:0", "198.19.0.2:65536", "[198.19.0.2]:1", "[2001:2::2]x",
+                          "host:1", "", ":80", "198.19.0.2:", "[2001:2::2"}) {
+    EXPECT_FALSE(parse_sockaddr(bad, 5)) << bad;
+  }
+  EXPECT_FALSE(parse_sockaddr(std::string("1.2.3.4\0:5", 10), 5));
+}
+
+// parse_config never crashes: truncations and byte mutations of the example
+// (a small deterministic fuzz; the libFuzzer target goes further).
+TEST(ConfigRobustness, TruncatedAndMutatedInputNeverCrash) {
+  const std::string text = read_file(example("rowand.toml"));
+  ASSERT_FALSE(text.empty());
+  size_t parsed = 0, rejected = 0;
+  auto attempt = [&](const std::string& t) {
+    try {
+      (void)parse_config(t, "f.toml");
+      ++parsed;
+    } catch (const ConfigError& e) {
+      ++rejected;
+      for (const auto& line : e.errors()) ASSERT_EQ(line.rfind("f.toml:", 0), 0u) << line;
+    }
+  };
+  for (size_t n = 0; n < text.size(); n += 13) attempt(text.substr(0, n));
+  std::mt19937 rng(42);
+  const std::string alphabet = "[]=\"'.,:/{}\n#0123456789abc\\ \t\x01\xff";
+  for (int i = 0; i < 1500; ++i) {
+    std::string t = text;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits; ++k) {
+      const size_t at = rng() % t.size();
+      switch (rng() % 3) {
+        case 0:
+          t[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          t.erase(at, 1 + rng() % 8);
+          break;
+        default:
+          t.insert(at, 1, alphabet[rng() % alphabet.size()]);
+      }
+    }
+    attempt(t);
+  }
+  attempt(std::string(100000, '['));
+  attempt(std::string("a = ") + std::string(5000, '[') + std::string(5000, ']'));
+  attempt(std::string("\0\0\0", 3));
+  EXPECT_GT(rejected, 0u);
+  EXPECT_GT(parsed, 0u);  // comment edits and the like still parse
+}
+
+}  // namespace
+}  // namespace rowan::gw
