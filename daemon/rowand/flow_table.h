@@ -70,9 +70,9 @@ class FlowTable {
 
  private:
   void erase_slot(uint32_t slot) noexcept;
-  std::vector<Flow> flows_;       ///< slot → flow
-  std::vector<uint32_t> index_;   ///< hash bucket → slot + 1 (0 = empty)
-  std::vector<uint32_t> free_;    ///< free slots (stack)
+  std::vector<Flow> flows_;      ///< slot → flow
+  std::vector<uint32_t> index_;  ///< hash bucket → slot + 1 (0 = empty)
+  std::vector<uint32_t> free_;   ///< free slots (stack)
   uint32_t size_ = 0;
   uint64_t mask_ = 0;
 };

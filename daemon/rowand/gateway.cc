@@ -24,8 +24,8 @@ constexpr uint32_t kMaxRecord = 65535;
 constexpr Mac kBroadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 bool ip_equal(const roce::IpAddr& a, const roce::IpAddr& b) {
-  return a.version == b.version && std::memcmp(a.bytes.data(), b.bytes.data(),
-                                               a.version == 6 ? 16 : 4) == 0;
+  return a.version == b.version &&
+         std::memcmp(a.bytes.data(), b.bytes.data(), a.version == 6 ? 16 : 4) == 0;
 }
 
 std::string mac_text(const Mac& m) {
@@ -74,9 +74,9 @@ roce::IpAddr ip_dst(const uint8_t* ip) {
 }  // namespace
 
 const char* const kDropNames[] = {
-    "runt_frame",    "not_for_us",    "unsupported_l2",  "malformed_ip",     "malformed_arp",
-    "to_gateway",    "no_route",      "mode_unsupported", "oversize",        "malformed_roce",
-    "flow_table_full", "backlog",     "peer_down",       "bad_record",       "not_local",
+    "runt_frame",       "not_for_us", "unsupported_l2",   "malformed_ip", "malformed_arp",
+    "to_gateway",       "no_route",   "mode_unsupported", "oversize",     "malformed_roce",
+    "flow_table_full",  "backlog",    "peer_down",        "bad_record",   "not_local",
     "neighbor_pending", "no_mbuf",    "local_tx_full",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
@@ -126,11 +126,7 @@ NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcep
 // Gateway
 
 Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
-    : cfg_(cfg),
-      local_(local),
-      clock_(clock),
-      flows_(cfg.wan.max_flows),
-      scratch_(kMaxRecord + 2) {
+    : cfg_(cfg), local_(local), clock_(clock), flows_(cfg.wan.max_flows), scratch_(kMaxRecord + 2) {
   mac_ = cfg.local.mac ? *cfg.local.mac : local.mac();
   site_.addr = cfg.local.address;
   site_.len = cfg.local.prefix_len;
@@ -434,7 +430,8 @@ bool Gateway::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint3
 void Gateway::flush_tails(TimePoint now) noexcept {
   for (Flow& f : flows_.flows()) {
     if (!f.used || f.tail.empty()) continue;
-    const size_t n = peers_[f.peer]->conn->write(f.stream, f.tail.data(), f.tail.size(), false, now);
+    const size_t n =
+        peers_[f.peer]->conn->write(f.stream, f.tail.data(), f.tail.size(), false, now);
     f.tail.erase(f.tail.begin(), f.tail.begin() + static_cast<std::ptrdiff_t>(n));
   }
 }
@@ -514,7 +511,8 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
     drop(Drop::kNoMbuf);
     return;
   }
-  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + len)));
+  auto* eth =
+      reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + len)));
   if (eth == nullptr) {
     drop(Drop::kOversize, m);
     return;
@@ -538,7 +536,8 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
   } else {
     e->pending[e->npending++] = m;
   }
-  if (e != nullptr && (e->last_request.is_zero() || now - e->last_request > Duration::from_ms(100))) {
+  if (e != nullptr &&
+      (e->last_request.is_zero() || now - e->last_request > Duration::from_ms(100))) {
     e->last_request = now;
     send_arp_request(dst, now);
   }
@@ -671,14 +670,13 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
         {"carried_bytes", p.carried_bytes},
         {"delivered_packets", p.delivered_packets},
         {"delivered_ip_bytes", p.delivered_bytes},
-        {"transport_drops",
-         J{{"malformed", s.drop_malformed},
-           {"bad_version", s.drop_bad_version},
-           {"bad_connection_id", s.drop_bad_connection_id},
-           {"bad_integrity", s.drop_bad_integrity},
-           {"duplicate", s.drop_duplicate},
-           {"flow_control", s.drop_flow_control},
-           {"too_many_streams", s.drop_too_many_streams}}},
+        {"transport_drops", J{{"malformed", s.drop_malformed},
+                              {"bad_version", s.drop_bad_version},
+                              {"bad_connection_id", s.drop_bad_connection_id},
+                              {"bad_integrity", s.drop_bad_integrity},
+                              {"duplicate", s.drop_duplicate},
+                              {"flow_control", s.drop_flow_control},
+                              {"too_many_streams", s.drop_too_many_streams}}},
     });
     const io::IoStats& io = p.io->stats();
     links.push_back(J{{"name", p.link->name},
@@ -729,8 +727,8 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                        {"mode", to_string(r.mode)}});
   }
   J status{{"local", J{{"device", cfg_.local.device},
-                       {"address", ip_text(cfg_.local.address) + "/" +
-                                       std::to_string(cfg_.local.prefix_len)},
+                       {"address",
+                        ip_text(cfg_.local.address) + "/" + std::to_string(cfg_.local.prefix_len)},
                        {"mac", mac_text(mac_)},
                        {"rx_packets", ctr_.local_rx_packets},
                        {"rx_bytes", ctr_.local_rx_bytes},

@@ -40,22 +40,22 @@ using Mac = std::array<uint8_t, 6>;
 
 /// Why a packet was dropped (VPP tcp_error.def style); names in kDropNames.
 enum class Drop : uint8_t {
-  kRuntFrame,       ///< shorter than an Ethernet header
-  kNotForUs,        ///< unicast to another MAC
-  kUnsupportedL2,   ///< VLAN-tagged or an unknown ethertype
-  kMalformedIp,     ///< bad version, header or lengths
+  kRuntFrame,      ///< shorter than an Ethernet header
+  kNotForUs,       ///< unicast to another MAC
+  kUnsupportedL2,  ///< VLAN-tagged or an unknown ethertype
+  kMalformedIp,    ///< bad version, header or lengths
   kMalformedArp,
-  kToGateway,       ///< addressed to the gateway itself (not served)
-  kNoRoute,         ///< no [[route]] covers the destination
-  kModeUnsupported, ///< route mode this build does not carry
-  kOversize,        ///< larger than [local] mtu
-  kMalformedRoce,   ///< UDP/4791 that does not parse as RoCEv2
+  kToGateway,        ///< addressed to the gateway itself (not served)
+  kNoRoute,          ///< no [[route]] covers the destination
+  kModeUnsupported,  ///< route mode this build does not carry
+  kOversize,         ///< larger than [local] mtu
+  kMalformedRoce,    ///< UDP/4791 that does not parse as RoCEv2
   kFlowTableFull,
-  kBacklog,         ///< the peer's send buffer is full
-  kPeerDown,        ///< no transport to the route's peer
-  kBadRecord,       ///< a record from the peer that is not a sane IP packet
-  kNotLocal,        ///< a delivered packet whose destination is not on the site subnet
-  kNeighborPending, ///< the host's MAC is unresolved and its queue is full
+  kBacklog,          ///< the peer's send buffer is full
+  kPeerDown,         ///< no transport to the route's peer
+  kBadRecord,        ///< a record from the peer that is not a sane IP packet
+  kNotLocal,         ///< a delivered packet whose destination is not on the site subnet
+  kNeighborPending,  ///< the host's MAC is unresolved and its queue is full
   kNoMbuf,
   kLocalTxFull,
   kCount

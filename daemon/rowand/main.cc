@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "base/clock.h"
 #include "config.h"
