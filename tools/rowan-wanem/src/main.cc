@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -53,8 +54,8 @@ constexpr uint16_t kBurst = 32;
 constexpr size_t kTxPending = 1024;
 constexpr Duration kSpinWindow = Duration::from_ms(10);
 constexpr Duration kSpinBudget = Duration::from_ms(3);
-constexpr Duration kRtRunBudget = Duration::from_ms(10);
-constexpr Duration kRtPause = Duration::from_ms(1);
+constexpr Duration kRtRunBudget = Duration::from_ms(4);
+constexpr Duration kRtPause = Duration::from_us(200);
 constexpr int kExitUsage = 64;
 constexpr int kExitUnavailable = 69;
 
@@ -282,7 +283,7 @@ int run(const Options& opt) {
   const uint32_t mem =
       opt.mem_mb > 0
           ? opt.mem_mb
-          : static_cast<uint32_t>(static_cast<uint64_t>(opt.mbufs) * 2500 / 1000000 + 96);
+          : static_cast<uint32_t>(static_cast<uint64_t>(opt.mbufs) * 3000 / 1000000 + 128);
   if (opt.huge_dir.empty()) {
     eal.insert(eal.end(), {"--no-huge", "-m", std::to_string(mem)});
   } else {
@@ -358,6 +359,7 @@ int run(const Options& opt) {
     int64_t realtime_offset = 0;
     Duration margin = spin_margin;
     int64_t overshoot_ewma = 0;
+    int64_t overshoot_dev = 0;
     LoopStats& ls = emu.loop_stats();
     bool armed = false;
     bool quit = false;
@@ -499,9 +501,12 @@ int run(const Options& opt) {
         ++ls.timeouts;
         ls.overshoot_sum_ns += over;
         ls.overshoot_max_ns = std::max(ls.overshoot_max_ns, over);
+        // Wake early by the mean overshoot plus twice its mean deviation
+        // (Jacobson's RTO estimator): late wake-ups become rare.
+        overshoot_dev += (std::abs(over - overshoot_ewma) - overshoot_dev) / 4;
         overshoot_ewma += (over - overshoot_ewma) / 8;
-        margin =
-            std::clamp(Duration::from_ns(overshoot_ewma + 5000), spin_margin, Duration::from_ms(1));
+        margin = std::clamp(Duration::from_ns(overshoot_ewma + 2 * overshoot_dev + 2000),
+                            spin_margin, Duration::from_ms(1));
       } else if (r > 0) {
         if (bells.size() == 2) {
           for (int d = 0; d < 2; ++d) {
