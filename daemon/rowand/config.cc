@@ -10,6 +10,8 @@
 // ConfigError leaves it, and every integer is range-checked before narrowing.
 #include "config.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -483,20 +485,98 @@ void each_table(TableReader& parent, std::string_view key, F&& f) {
 // ---------------------------------------------------------------------------
 // Sections
 
+// DPDK's --lcores syntax: "lcores[@cpus]" groups separated by ',', where a
+// set is a number, a range "a-b", or a parenthesised list of those
+// ("1,2@(5-7),(3-5)@(0,2)"). Returns the problem, or "" when it is valid:
+// well-formed, lcore ids below DPDK's RTE_MAX_LCORE (128), no lcore twice, and
+// every CPU one this process may run on.
+std::string check_lcores(const std::string& text) {
+  constexpr unsigned kMaxLcore = 128;
+  static const char* const kSyntax =
+      "is not an EAL core list (e.g. \"0\", \"0-2\", \"1@0\", \"(0,1)@2\")";
+  size_t i = 0;
+  auto number = [&](unsigned& v) {
+    const size_t start = i;
+    v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - start < 5) {
+      v = v * 10 + static_cast<unsigned>(text[i++] - '0');
+    }
+    return i > start && !(i < text.size() && text[i] >= '0' && text[i] <= '9');
+  };
+  auto item = [&](std::set<unsigned>& out) {
+    unsigned lo = 0, hi = 0;
+    if (!number(lo)) return false;
+    hi = lo;
+    if (i < text.size() && text[i] == '-') {
+      ++i;
+      if (!number(hi) || hi < lo) return false;
+    }
+    for (unsigned v = lo; v <= hi; ++v) out.insert(v);
+    return true;
+  };
+  auto group = [&](std::set<unsigned>& out) {
+    if (i < text.size() && text[i] == '(') {
+      ++i;
+      while (true) {
+        if (!item(out)) return false;
+        if (i < text.size() && text[i] == ',') {
+          ++i;
+          continue;
+        }
+        break;
+      }
+      if (i >= text.size() || text[i] != ')') return false;
+      ++i;
+      return true;
+    }
+    return item(out);
+  };
+  std::set<unsigned> lcores_seen;
+  std::set<unsigned> cpus_used;
+  while (true) {
+    std::set<unsigned> lcores;
+    if (!group(lcores)) return kSyntax;
+    std::set<unsigned> cpus = lcores;
+    if (i < text.size() && text[i] == '@') {
+      ++i;
+      cpus.clear();
+      if (!group(cpus)) return kSyntax;
+    }
+    for (unsigned l : lcores) {
+      if (l >= kMaxLcore)
+        return fmt::format("lcore {} is not below DPDK's limit of {}", l, kMaxLcore);
+      if (!lcores_seen.insert(l).second) return fmt::format("lcore {} is given twice", l);
+    }
+    cpus_used.insert(cpus.begin(), cpus.end());
+    if (i == text.size()) break;
+    if (text[i] != ',') return kSyntax;
+    ++i;
+  }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
+  std::string avail;
+  for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) avail += (avail.empty() ? "" : ",") + std::to_string(c);
+  }
+  for (unsigned c : cpus_used) {
+    if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) {
+      return fmt::format("CPU {} is not available to this process (available: {})", c, avail);
+    }
+  }
+  return {};
+}
+
 void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
   const toml::table* t = root.table("eal");
   if (t == nullptr) return;
   TableReader r(t, "eal.", errors);
   const toml::node* n = nullptr;
   if (const std::string* s = r.string_node("lcores", &n)) {
-    const bool ok = !s->empty() && std::all_of(s->begin(), s->end(), [](char c) {
-      return (c >= '0' && c <= '9') || c == ',' || c == '-' || c == '@' || c == '(' || c == ')';
-    });
-    if (ok) {
+    if (std::string problem = check_lcores(*s); problem.empty()) {
       eal.lcores = *s;
     } else {
-      r.error(n, "lcores",
-              fmt::format("{} is not an EAL core list (e.g. \"0\", \"0-2\", \"1@0\")", quoted(*s)));
+      r.error(n, "lcores", fmt::format("{}: {}", quoted(*s), problem));
     }
   }
   if (const std::string* s = r.string_node("file_prefix", &n)) {

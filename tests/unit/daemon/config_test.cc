@@ -587,6 +587,29 @@ TEST(CheckConfig, ExitStatusAndOutput) {
   fs::remove_all(dir);
 }
 
+TEST(ConfigErrors, EalCoreLists) {
+  auto lcores_error = [](const std::string& lcores) -> std::string {
+    const std::string text = "[eal]\nlcores = \"" + lcores + "\"\n" + kBase;
+    const auto errors = errors_of(text);
+    if (errors.empty()) return "";
+    EXPECT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].rfind("t.toml:2:10: eal.lcores: ", 0), 0u) << errors[0];
+    return errors[0];
+  };
+  // Every process may run on CPU 0 of this machine's kind; the syntax forms.
+  for (const char* ok : {"0", "0@0", "(0,1)@0", "(0-2)@(0)", "1@0,2@0", "3-5@0"}) {
+    EXPECT_EQ(lcores_error(ok), "") << ok;
+  }
+  for (const char* bad :
+       {"", "all", "0,", "1-", "2-1@0", "(0,1", "0@", "0@@1", "0;1", "0 1", "-1"}) {
+    EXPECT_NE(lcores_error(bad).find("is not an EAL core list"), std::string::npos) << bad;
+  }
+  EXPECT_NE(lcores_error("0,0@0").find("lcore 0 is given twice"), std::string::npos);
+  EXPECT_NE(lcores_error("200@0").find("lcore 200 is not below"), std::string::npos);
+  EXPECT_NE(lcores_error("0@4000").find("CPU 4000 is not available"), std::string::npos);
+  EXPECT_NE(lcores_error("99999999").find("not an EAL core list"), std::string::npos);
+}
+
 TEST(ConfigTypes, PrefixesAndAddresses) {
   auto p = parse_prefix("198.18.2.0/24");
   ASSERT_TRUE(p);
