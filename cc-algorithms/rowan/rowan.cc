@@ -113,9 +113,11 @@ BitsPerSec Rowan::capacity() const {
 BitsPerSec Rowan::cap(BitsPerSec r) const {
   if (!hints_.link_rate.is_zero())
     r = std::min(r, mul_frac(hints_.link_rate, config_.max_rate_factor));
-  // Floor: a few packets per round trip.
+  // Floor: a few packets per round trip (never above the hinted link rate).
   const Duration rtt = base_rtt_.is_zero() ? Duration::from_ms(1) : base_rtt_;
-  return std::max(r, BitsPerSec::from_bytes_per(kMinCwndPackets * mss_, rtt));
+  BitsPerSec floor = BitsPerSec::from_bytes_per(kMinCwndPackets * mss_, rtt);
+  if (!hints_.link_rate.is_zero()) floor = std::min(floor, hints_.link_rate);
+  return std::max(r, floor);
 }
 
 Duration Rowan::target() const {
@@ -184,10 +186,11 @@ void Rowan::on_ack(const AckEvent& ev) {
   round_lost_ += ev.lost_bytes;
   if (ev.rate.is_app_limited) round_app_limited_ = true;
 
-  if (phase_ == Phase::kStartup && !base_rtt_.is_zero() && queue_ > target() * 2) {
-    // The queue grew: someone else holds the link, or we overshot it.
-    const BitsPerSec d = ev.rate.valid() ? ev.rate.rate() : last_delivery_rate_;
-    exit_startup(d.is_zero() ? rate_ : std::min(d, rate_));
+  if (phase_ == Phase::kStartup && !base_rtt_.is_zero() &&
+      queue_ > std::max(target() * 4, base_rtt_ / 16)) {
+    // A queue well above target: we overshot the link. Leave at the rate
+    // the bottleneck delivered over the last full round.
+    exit_startup(last_delivery_rate_.is_zero() ? rate_ : std::min(last_delivery_rate_, rate_));
   }
   set_cwnd();
 }
@@ -245,7 +248,7 @@ void Rowan::end_round(const AckEvent& ev) {
   // their place on the link, so they count toward the rate the path accepted.
   const BitsPerSec accepted =
       queue_ <= target() * 2 ? BitsPerSec::from_bytes_per(acked + lost, dur) : d;
-  steady_update(accepted, app_limited, lost_pkts + pending_lost_, acked_pkts + pending_acked_);
+  steady_update(accepted, d, app_limited, lost_pkts + pending_lost_, acked_pkts + pending_acked_);
   pending_lost_ = 0;
   pending_acked_ = 0;
   fresh_ = false;
@@ -258,7 +261,8 @@ void Rowan::exit_startup(BitsPerSec delivered) {
   empty_rounds_ = 0;
 }
 
-void Rowan::steady_update(BitsPerSec d, bool app_limited, uint64_t lost, uint64_t acked) {
+void Rowan::steady_update(BitsPerSec d, BitsPerSec delivered, bool app_limited, uint64_t lost,
+                          uint64_t acked) {
   const Duration t = target();
   const Duration q = queue_;
   const Duration rtt = base_rtt_ + q;  // the total delay corrections are normalized by
@@ -303,7 +307,8 @@ void Rowan::steady_update(BitsPerSec d, bool app_limited, uint64_t lost, uint64_
   if (lost > 0 && (heavy || q > std::max(t * 8, base_rtt_ / 8))) {
     rate_before_loss_cut_ = std::max(rate_, next);
     can_undo_ = !heavy;
-    next = mul_frac(heavy ? std::min(next, d) : next, config_.loss_cut);
+    // Heavy loss (a policer): no faster than what actually arrived.
+    next = mul_frac(heavy ? std::min(next, delivered) : next, config_.loss_cut);
   }
 
   // A "queue" that does not move while we cut is path delay (route change).

@@ -45,7 +45,7 @@ class Rowan final : public CongestionController {
 
   struct Config {
     Duration target_queue = Duration::from_us(100);  ///< target queueing delay of a flow alone
-    Duration fs_range = Duration::from_us(300);      ///< extra target for a flow with ~0 share
+    Duration fs_range = Duration::from_us(500);      ///< extra target for a flow with ~0 share
     uint32_t gain_up = kOne / 2;           ///< increase gain (× √(rate·capacity) × error/RTT)
     uint32_t gain_down = kOne / 2;         ///< decrease gain (× rate × error/RTT)
     uint32_t max_decrease = kOne / 2;      ///< largest multiplicative cut per round
@@ -89,7 +89,10 @@ class Rowan final : public CongestionController {
  private:
   void update_rtt(const AckEvent& ev);
   void end_round(const AckEvent& ev);
-  void steady_update(BitsPerSec delivered, bool app_limited, uint64_t lost, uint64_t acked);
+  /// One control step. `accepted`: the rate the path took from us last
+  /// round (delivered + randomly lost); `delivered`: acked bytes only.
+  void steady_update(BitsPerSec accepted, BitsPerSec delivered, bool app_limited, uint64_t lost,
+                     uint64_t acked);
   void exit_startup(BitsPerSec delivered);
   void set_cwnd();
   BitsPerSec cap(BitsPerSec r) const;
