@@ -61,7 +61,26 @@ void flatten(const std::string& prefix, const Json& obj,
   }
 }
 
-void print_rows(const Json& rows, const std::string& what, std::ostream& out) {
+// The columns a narrow table shows, in order, when the rows have them.
+const std::vector<std::string>* narrow_columns(const std::string& cmd) {
+  static const std::vector<std::string> kPeers = {
+      "name",        "endpoint",        "state",           "cc",
+      "srtt_s",      "min_rtt_s",       "cwnd_bytes",      "pacing_rate_bps",
+      "pacing_bps",  "bytes_in_flight", "delivered_bytes", "retransmitted_packets",
+      "lost_packets"};
+  static const std::vector<std::string> kLinks = {"name",       "backend", "bind",     "peer",
+                                                  "rate_bps",   "rtt_s",   "mtu",      "tx_packets",
+                                                  "rx_packets", "tx_full", "tx_errors"};
+  static const std::vector<std::string> kFlows = {
+      "kind", "src",    "dst",     "sport", "dport",     "dest_qp", "proto",
+      "peer", "stream", "packets", "bytes", "ce_marked", "dropped", "idle_s"};
+  if (cmd == "peers") return &kPeers;
+  if (cmd == "links") return &kLinks;
+  if (cmd == "flows") return &kFlows;
+  return nullptr;
+}
+
+void print_rows(const Json& rows, const std::string& what, bool wide, std::ostream& out) {
   if (rows.empty()) {
     out << "no " << what << "\n";
     return;
@@ -79,6 +98,14 @@ void print_rows(const Json& rows, const std::string& what, std::ostream& out) {
       if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
     }
     flat.push_back(std::move(cells));
+  }
+  if (const auto* narrow = narrow_columns(what); narrow != nullptr && !wide) {
+    std::vector<std::string> picked;
+    for (const auto& c : *narrow) {
+      if (std::find(columns.begin(), columns.end(), c) != columns.end()) picked.push_back(c);
+    }
+    // Rows with none of the usual columns are shown whole.
+    if (!picked.empty()) columns = std::move(picked);
   }
   std::vector<std::vector<std::string>> table;
   std::vector<std::string> header;
@@ -124,7 +151,8 @@ std::string format_value(const std::string& key, const Json& v) {
       static const char* const kUnits[] = {"bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"};
       return scaled(d, kUnits, 5, 1000, "{:.2f} {}");
     }
-    if (ends_with(key, "_bytes")) {
+    if (key == "bytes" || ends_with(key, "_bytes") || key.rfind("bytes_", 0) == 0 ||
+        key.find(".bytes") != std::string::npos) {
       if (std::fabs(d) < 1024) return number(d) + " B";
       static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
       return scaled(d, kUnits, 5, 1024, "{:.1f} {}");
@@ -134,22 +162,33 @@ std::string format_value(const std::string& key, const Json& v) {
     return number(d);
   }
   if (v.is_array()) {
+    // Scalars as "a,b"; objects (routes) as their values: "198.18.2.0/24 site-b, ...".
     std::string s;
     for (const Json& e : v) {
-      if (!s.empty()) s += ",";
-      s += e.is_primitive() ? format_value(key, e) : e.dump();
+      if (e.is_object()) {
+        if (!s.empty()) s += ", ";
+        std::string item;
+        for (auto it = e.begin(); it != e.end(); ++it) {
+          if (!item.empty()) item += " ";
+          item += it->is_primitive() ? format_value(it.key(), *it) : it->dump();
+        }
+        s += item;
+      } else {
+        if (!s.empty()) s += ",";
+        s += e.is_primitive() ? format_value(key, e) : e.dump();
+      }
     }
     return s.empty() ? "-" : s;
   }
   return v.dump();
 }
 
-void print_table(const std::string& cmd, const Json& result, std::ostream& out) {
-  if (result.is_array()) return print_rows(result, cmd, out);
+void print_table(const std::string& cmd, const Json& result, bool wide, std::ostream& out) {
+  if (result.is_array()) return print_rows(result, cmd, wide, out);
   if (result.is_object()) {
     // {"peers":[...]} and the like: a table of the list.
     if (auto it = result.find(cmd); it != result.end() && it->is_array()) {
-      print_rows(*it, cmd, out);
+      print_rows(*it, cmd, wide, out);
       return;
     }
     std::vector<std::pair<std::string, Json>> cells;
@@ -164,11 +203,11 @@ void print_table(const std::string& cmd, const Json& result, std::ostream& out) 
   out << format_value(cmd, result) << "\n";
 }
 
-int run_command(const std::string& socket, const std::string& cmd, bool json, std::ostream& out,
-                std::ostream& err, int timeout_ms) {
+int run_command(const std::string& socket, const std::string& cmd, const OutputOptions& opt,
+                std::ostream& out, std::ostream& err) {
   Json reply;
   try {
-    reply = gw::control_request(socket, cmd, Json::object(), timeout_ms);
+    reply = gw::control_request(socket, cmd, Json::object(), opt.timeout_ms);
   } catch (const std::system_error& e) {
     err << "rowanctl: the daemon is unreachable: " << e.what() << "\n";
     return kExitUnavailable;
@@ -181,10 +220,10 @@ int run_command(const std::string& socket, const std::string& cmd, bool json, st
     return kExitError;
   }
   const Json& result = reply["result"];
-  if (json) {
+  if (opt.json) {
     out << result.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {
-    print_table(cmd, result, out);
+    print_table(cmd, result, opt.wide, out);
   }
   return 0;
 }

@@ -15,17 +15,26 @@ inline constexpr int kExitError = 1;         ///< the daemon answered with an er
 inline constexpr int kExitUnavailable = 69;  ///< EX_UNAVAILABLE: no daemon on the socket
 inline constexpr int kExitProtocol = 76;  ///< EX_PROTOCOL: the reply is not what the protocol says
 
-/// Sends `cmd` to the daemon on `socket` and prints the result: with `json`,
-/// the result object on one line; otherwise a table. Errors go to `err`.
-/// Returns 0, kExitError, kExitUnavailable or kExitProtocol.
-int run_command(const std::string& socket, const std::string& cmd, bool json, std::ostream& out,
-                std::ostream& err, int timeout_ms = 5000);
+struct OutputOptions {
+  bool json = false;  ///< the result object on one line instead of a table
+  bool wide = false;  ///< tables: every column, not just the usual ones
+  int timeout_ms = 5000;
+};
+
+/// Sends `cmd` to the daemon on `socket` and prints the result. Errors go to
+/// `err`. Returns 0, kExitError, kExitUnavailable or kExitProtocol.
+int run_command(const std::string& socket, const std::string& cmd, const OutputOptions& opt,
+                std::ostream& out, std::ostream& err);
 
 /// The table form of a result: `status` and other single objects as aligned
-/// `key  value` lines (nested objects flattened as a.b), `peers`/`links`/
-/// `flows` ({"peers":[...]}) as one row per element with a header. Numbers
-/// are formatted by the key's suffix: _bps (bit/s), _bytes, _s/_seconds.
-void print_table(const std::string& cmd, const nlohmann::ordered_json& result, std::ostream& out);
+/// `key  value` lines (nested objects flattened as a.b), lists (`peers`,
+/// `links`, `flows`: an array, or {"peers":[...]}) as one row per element
+/// under a header. Unless `wide`, peers/links/flows show their usual columns
+/// (name, endpoint, state, RTT, cwnd, rate, retransmissions, ...) when the
+/// rows have them. Numbers are formatted by the key's suffix: _bps (bit/s),
+/// _bytes, _s/_seconds, _ratio.
+void print_table(const std::string& cmd, const nlohmann::ordered_json& result, bool wide,
+                 std::ostream& out);
 
 /// One value as the table shows it ("1.25 Gbit/s", "20.1 ms", "1.5 MiB").
 std::string format_value(const std::string& key, const nlohmann::ordered_json& v);

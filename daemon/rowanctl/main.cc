@@ -1,6 +1,6 @@
 // rowanctl: the operator's command-line tool for rowan.
 //   rowanctl decode FILE.pcap [--json]
-//   rowanctl [-s SOCKET] status|peers|links|flows|reload [--json]
+//   rowanctl [-s SOCKET] status|peers|links|flows|reload [--json|--wide]
 //
 // Exit status: 0; 1 when the daemon answers with an error; 64 on a usage
 // error; 66 when a capture cannot be read; 69 when no daemon answers on the
@@ -50,9 +50,11 @@ int main(int argc, char** argv) {
       {"reload", "Reload routes and CC parameters from the config file (as SIGHUP)"},
   };
   std::string command;
+  bool wide = false;
   for (const Query& q : kQueries) {
     CLI::App* sub = app.add_subcommand(q.name, q.help);
     sub->add_flag("-j,--json", json, "print the result as one JSON object");
+    sub->add_flag("-w,--wide", wide, "tables: show every field, not just the usual columns");
     sub->fallthrough();  // -s/--socket and --timeout also after the subcommand
     sub->callback([&command, &q] { command = q.name; });
   }
@@ -65,8 +67,8 @@ int main(int argc, char** argv) {
   }
   if (decode->parsed()) return rowan::ctl::run_decode(pcap_path, json, std::cout, std::cerr);
   if (!command.empty()) {
-    return rowan::ctl::run_command(socket, command, json, std::cout, std::cerr,
-                                   static_cast<int>(timeout_s * 1000));
+    const rowan::ctl::OutputOptions opt{json, wide, static_cast<int>(timeout_s * 1000)};
+    return rowan::ctl::run_command(socket, command, opt, std::cout, std::cerr);
   }
   return kExitUsage;
 }

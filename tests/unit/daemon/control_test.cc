@@ -58,7 +58,10 @@ class FakeHandler : public ControlHandler {
                                               {"cwnd_bytes", 2621440},
                                               {"up", true}}})}};
     }
-    if (cmd == "flows") return Json{{"flows", Json::array()}};
+    if (cmd == "flows") {
+      std::lock_guard<std::mutex> lock(mu_);
+      return flows_;  // a bare array, as rowand answers
+    }
     if (cmd == "echo") return Json{{"args", args}};
     if (cmd == "boom") throw std::runtime_error("kaboom");
     throw std::invalid_argument("unknown command '" + cmd + "'");
@@ -67,11 +70,16 @@ class FakeHandler : public ControlHandler {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  void set_flows(Json flows) {
+    std::lock_guard<std::mutex> lock(mu_);
+    flows_ = std::move(flows);
+  }
 
  private:
   std::mutex mu_;
   std::vector<std::string> calls_;
   Json last_args_;
+  Json flows_ = Json::array();
 };
 
 // A private temp dir (short: sun_path holds 107 bytes).
@@ -488,14 +496,45 @@ TEST_F(RowanctlTest, TablesByDefault) {
   EXPECT_NE(st.find("uptime_s      1h02m03s\n"), std::string::npos) << st;
   EXPECT_NE(st.find("mode.default  passthrough\n"), std::string::npos) << st;
 
+  // The usual columns in their usual order; --wide shows every field as sent.
   const std::string peers = run(rowanctl() + " peers -s " + server_->path(), &status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(peers,
+            "NAME    ENDPOINT          SRTT_S    CWND_BYTES  PACING_BPS\n"
+            "site-b  198.19.0.2:47910  20.10 ms  2.5 MiB     1.00 Gbit/s\n")
+      << peers;
+  const std::string wide = run(rowanctl() + " peers --wide -s " + server_->path(), &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(wide,
             "NAME    ENDPOINT          SRTT_S    PACING_BPS   CWND_BYTES  UP\n"
             "site-b  198.19.0.2:47910  20.10 ms  1.00 Gbit/s  2.5 MiB     yes\n")
-      << peers;
+      << wide;
+
   EXPECT_EQ(run(rowanctl() + " flows -s " + server_->path(), &status), "no flows\n");
   EXPECT_EQ(status, 0);
+  handler_.set_flows(Json::array({Json{{"kind", "roce"},
+                                       {"src", "198.18.1.10"},
+                                       {"dst", "198.18.2.10"},
+                                       {"dest_qp", 17},
+                                       {"packets", 10},
+                                       {"bytes", 40960},
+                                       {"idle_s", 0.5},
+                                       {"internal", "x"}},
+                                  Json{{"kind", "tcp"},
+                                       {"src", "198.18.1.10"},
+                                       {"dst", "198.18.2.10"},
+                                       {"sport", 5201},
+                                       {"dport", 40000},
+                                       {"packets", 3},
+                                       {"bytes", 180},
+                                       {"idle_s", 0.0125}}}));
+  const std::string flows = run(rowanctl() + " flows -s " + server_->path(), &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(flows,
+            "KIND  SRC          DST          SPORT  DPORT  DEST_QP  PACKETS  BYTES     IDLE_S\n"
+            "roce  198.18.1.10  198.18.2.10  -      -      17       10       40.0 KiB  500.00 ms\n"
+            "tcp   198.18.1.10  198.18.2.10  5201   40000  -        3        180 B     12.50 ms\n")
+      << flows;
 }
 
 TEST_F(RowanctlTest, ExitStatuses) {
@@ -523,6 +562,7 @@ TEST(RowanctlFormat, ValuesByUnitSuffix) {
   EXPECT_EQ(ctl::format_value("rate_bps", 9.5e9), "9.50 Gbit/s");
   EXPECT_EQ(ctl::format_value("rate_bps", 120), "120.00 bit/s");
   EXPECT_EQ(ctl::format_value("queue_bytes", 512), "512 B");
+  EXPECT_EQ(ctl::format_value("bytes_in_flight", 2048), "2.0 KiB");
   EXPECT_EQ(ctl::format_value("queue_bytes", 3 * 1048576), "3.0 MiB");
   EXPECT_EQ(ctl::format_value("rtt_s", 0.00025), "250.0 us");
   EXPECT_EQ(ctl::format_value("rtt_s", 1.5), "1.50 s");
@@ -530,6 +570,10 @@ TEST(RowanctlFormat, ValuesByUnitSuffix) {
   EXPECT_EQ(ctl::format_value("packets_total", 12345), "12345");
   EXPECT_EQ(ctl::format_value("x", nullptr), "-");
   EXPECT_EQ(ctl::format_value("links", Json::array({"a", "b"})), "a,b");
+  EXPECT_EQ(
+      ctl::format_value("routes", Json::array({Json{{"prefix", "198.18.2.0/24"}, {"peer", "b"}},
+                                               Json{{"prefix", "198.18.3.0/24"}, {"peer", "c"}}})),
+      "198.18.2.0/24 b, 198.18.3.0/24 c");
 }
 
 }  // namespace
