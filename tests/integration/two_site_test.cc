@@ -60,7 +60,13 @@ class TwoSiteTest : public ::testing::Test {
     }
     setenv("ROWAN_WANEM", wanem.c_str(), 1);
     script_ = source_dir() + "/scripts/two-site";
-    // A testbed left by a crashed run would make `up` refuse: clear it.
+    // One testbed per machine: wait (a while) for someone else's to go away,
+    // then treat what is left as debris of a crashed run and clear it.
+    for (int i = 0;
+         i < 60 && run("ip netns list | grep -qE '^rowan-(a|b)-(host|gw)|^rowan-wan'").status == 0;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     run(script_ + " down");
     started_ = true;
   }

@@ -198,6 +198,7 @@ json Emulator::stats_json(TimePoint now) const {
     };
   }
   out["flaps"] = flaps_;
+  if (port_stats_) out["ports"] = port_stats_();
   const auto mean_us = [](int64_t sum, uint64_t n) {
     return n == 0 ? 0.0 : static_cast<double>(sum) / static_cast<double>(n) / 1e3;
   };

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,9 @@ class Emulator {
 
   void set_start(TimePoint t) { start_ = t; }
   LoopStats& loop_stats() { return loop_; }
+  /// Control path: a source of per-port counters (the DPDK ports' own), shown
+  /// under "ports" in the stats.
+  void set_port_stats(std::function<nlohmann::json()> f) { port_stats_ = std::move(f); }
 
  private:
   void set_link(uint8_t dirs, bool up, TimePoint now);
@@ -101,6 +105,7 @@ class Emulator {
   TimePoint start_ = TimePoint::zero();
   uint64_t flaps_ = 0;
   LoopStats loop_;
+  std::function<nlohmann::json()> port_stats_;
 };
 
 }  // namespace rowan::wanem

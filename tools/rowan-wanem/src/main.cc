@@ -54,8 +54,8 @@ constexpr uint16_t kBurst = 32;
 constexpr size_t kTxPending = 1024;
 constexpr Duration kSpinWindow = Duration::from_ms(10);
 constexpr Duration kSpinBudget = Duration::from_ms(3);
-constexpr Duration kRtRunBudget = Duration::from_ms(4);
-constexpr Duration kRtPause = Duration::from_us(200);
+constexpr Duration kRtRunBudget = Duration::from_ms(3);
+constexpr Duration kRtPause = Duration::from_us(300);
 constexpr int kExitUsage = 64;
 constexpr int kExitUnavailable = 69;
 
@@ -331,6 +331,17 @@ int run(const Options& opt) {
     txq[kA2B].port = port_b;  // a2b leaves on B
     txq[kB2A].port = port_a;
 
+    emu.set_port_stats([port_a, port_b] {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& [name, port] : {std::pair{"a", port_a}, std::pair{"b", port_b}}) {
+        rte_eth_stats st{};
+        rte_eth_stats_get(port, &st);
+        out[name] = nlohmann::json{{"rx_packets", st.ipackets}, {"tx_packets", st.opackets},
+                                   {"rx_missed", st.imissed},   {"rx_errors", st.ierrors},
+                                   {"tx_errors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
+      }
+      return out;
+    });
     std::unique_ptr<ControlServer> control;
     if (!opt.control.empty()) control = std::make_unique<ControlServer>(opt.control);
 
