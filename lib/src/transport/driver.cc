@@ -43,7 +43,9 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     tx_count_ = n - sent;
   }
   TimePoint next = std::min(conn_.next_timeout(), io_.next_rx_time());
-  if (tx_count_ > 0) next = now;
+  // The backend refused part of a burst: retry soon rather than spin (the
+  // connection, which wants to send, would otherwise ask for `now` again).
+  if (tx_count_ > 0) next = now + kTxRetry;
   return next;
 }
 

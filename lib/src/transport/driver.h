@@ -17,6 +17,9 @@ class Driver {
  public:
   Driver(Connection& conn, io::PacketIo& io, uint32_t burst = 32);
 
+  /// How long to wait before retrying datagrams a full backend refused.
+  static constexpr Duration kTxRetry = Duration::from_us(10);
+
   /// One pass at `now`; returns when the next pass is needed.
   TimePoint poll(TimePoint now) noexcept;
 

@@ -367,6 +367,17 @@ TEST(Connection, ManyStreamsAllComplete) {
   EXPECT_EQ(t.reader.bad, 0U);
 }
 
+TEST(Connection, DriverRetriesPartialSendBursts) {
+  // The link holds only 8 datagrams per direction: most send bursts are
+  // partial, and the driver must keep and resend the refused datagrams.
+  Pair p(test_config(), test_config(), Duration::from_ms(1), 1, 8);
+  Transfer t(p, 300'000);
+  ASSERT_TRUE(t.run(Duration::from_s(10)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  EXPECT_GT(p.link.a().stats().tx_full, 0U);
+  EXPECT_EQ(p.a.stats().lost_packets, 0U);  // refused datagrams were held, not lost
+}
+
 TEST(Connection, CloseReachesThePeer) {
   Pair p(test_config());
   p.a.close(7, p.clock.now());

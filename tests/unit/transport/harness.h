@@ -35,8 +35,9 @@ inline uint8_t pattern(uint64_t stream, uint64_t off) {
 
 struct Pair {
   explicit Pair(const transport::TransportConfig& ca, const transport::TransportConfig& cb,
-                Duration one_way = Duration::from_ms(10), uint64_t seed = 1)
-      : link(2048, 65536, seed),
+                Duration one_way = Duration::from_ms(10), uint64_t seed = 1,
+                uint32_t link_capacity = 65536)
+      : link(2048, link_capacity, seed),
         a(ca, clock, clock.now()),
         b(cb, clock, clock.now()),
         da(a, link.a()),
