@@ -265,25 +265,30 @@ void Bbr::set_pacing_rate(BitsPerSec bw, double gain) {
 
 void Bbr::set_cwnd(const AckEvent& ev) {
   const Bytes acked = ev.acked_bytes;
-  // Loss recovery: packet conservation for the first round, then restore.
-  const bool in_recovery =
-      !recovery_start_.is_zero() && ev.largest_acked_sent_time <= recovery_start_;
-  if (ev.lost_bytes > 0 && !in_recovery && recovery_start_.is_zero()) {
+  // Loss recovery: packet conservation for the first round trip after the
+  // loss, normal growth for a second one (Linux stays in recovery until the
+  // retransmissions are acked, about two rounds), then the pre-recovery cwnd
+  // is restored. Losses during recovery do not restart it.
+  if (ev.lost_bytes > 0 && recovery_start_.is_zero()) {
     prior_cwnd_ = std::max(prior_cwnd_, cwnd_);
     recovery_start_ = ev.now;
+    conservation_end_ = TimePoint::zero();
     packet_conservation_ = true;
     cwnd_ = std::max(ev.in_flight + acked, mss_);
-  } else if (!recovery_start_.is_zero() && !in_recovery) {
-    // Recovery over: restore the window we had before it (bbr_undo / restore).
-    recovery_start_ = TimePoint::zero();
-    packet_conservation_ = false;
-    cwnd_ = std::max(cwnd_, prior_cwnd_);
-    prior_cwnd_ = 0;
+  } else if (!recovery_start_.is_zero()) {
+    if (packet_conservation_ && ev.largest_acked_sent_time > recovery_start_) {
+      packet_conservation_ = false;
+      conservation_end_ = ev.now;
+    } else if (!packet_conservation_ && !conservation_end_.is_zero() &&
+               ev.largest_acked_sent_time > conservation_end_) {
+      recovery_start_ = TimePoint::zero();
+      cwnd_ = std::max(cwnd_, prior_cwnd_);
+      prior_cwnd_ = 0;
+    }
   }
   if (acked == 0) return;
   if (!recovery_start_.is_zero()) {
     if (ev.lost_bytes > 0) cwnd_ = cwnd_ > ev.lost_bytes + mss_ ? cwnd_ - ev.lost_bytes : mss_;
-    if (ev.round_start) packet_conservation_ = false;
     if (packet_conservation_) {
       cwnd_ = std::max(cwnd_, ev.in_flight + acked);
       return;
@@ -309,6 +314,7 @@ void Bbr::set_cwnd(const AckEvent& ev) {
 void Bbr::on_rto(TimePoint now) {
   prior_cwnd_ = std::max(prior_cwnd_, cwnd_);
   recovery_start_ = now;
+  conservation_end_ = TimePoint::zero();
   packet_conservation_ = true;
   cwnd_ = mss_;
   full_bw_ = BitsPerSec::zero();  // Linux resets full_bw on CA_Loss

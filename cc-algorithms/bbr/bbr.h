@@ -21,8 +21,9 @@
 //
 // Deviations: round trips come from the transport (AckEvent::round_start)
 // instead of BBR's own delivered-count bookkeeping; loss recovery is inferred
-// from AckEvent::lost_bytes (recovery ends once a packet sent after it began
-// is acked) because the interface has no TCP CA state; after an RTO cwnd drops
+// from AckEvent::lost_bytes because the interface has no TCP CA state: one
+// round of packet conservation (until a packet sent after the loss is acked),
+// one round of normal growth, then the old cwnd is restored; after an RTO cwnd drops
 // to 1 packet and regrows by packet conservation (Linux: tcp_enter_loss plus
 // bbr's restore on exit); the long-term policer detector (lt_bw) is not
 // implemented; the PROBE_BW start phase comes from a deterministic
@@ -119,7 +120,8 @@ class Bbr final : public CongestionController {
   Bytes delivered_ = 0;
   uint64_t round_count_ = 0;
   // Loss recovery (packet conservation).
-  TimePoint recovery_start_;  ///< zero: not in recovery
+  TimePoint recovery_start_;    ///< zero: not in recovery
+  TimePoint conservation_end_;  ///< when the packet-conservation round ended
   bool packet_conservation_ = false;
   // ACK aggregation (Linux bbr_update_ack_aggregation).
   TimePoint ack_epoch_stamp_;
