@@ -312,7 +312,11 @@ void Rowan::steady_update(BitsPerSec d, BitsPerSec delivered, bool app_limited, 
   }
 
   // A "queue" that does not move while we cut is path delay (route change).
-  if (q > t * 2 && !app_limited) {
+  // Only a queue far beyond any flow's target counts: competing rowan flows
+  // settle at most at target_queue + fs_range, and must never be re-based.
+  const Duration stuck_floor =
+      std::max((config_.target_queue + config_.fs_range) * 4, base_rtt_ / 16);
+  if (q > stuck_floor && !app_limited) {
     if (stuck_rounds_ == 0 || q + t / 4 < stuck_queue_) {
       stuck_rounds_ = 1;
       stuck_queue_ = q;

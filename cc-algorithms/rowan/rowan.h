@@ -55,7 +55,7 @@ class Rowan final : public CongestionController {
     uint32_t cwnd_gain = 2 * kOne;         ///< cwnd = gain × rate × (base RTT + target)
     uint32_t max_rate_factor = kOne;       ///< rate cap / hinted link rate
     Duration min_rtt_window = Duration::from_s(10);
-    uint32_t rebase_rounds = 8;  ///< rounds of unmoving "queue" before it is taken as path delay
+    uint32_t rebase_rounds = 16;  ///< rounds of unmoving "queue" before it is taken as path delay
     uint32_t initial_cwnd_packets = 10;
   };
   static Config parse(const CcParams& params);

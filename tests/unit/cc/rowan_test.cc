@@ -233,7 +233,7 @@ TEST(Rowan, RebasesAfterRouteChange) {
   for (int i = 0; i < 6; ++i) d.round_trip(r->rate(), Duration::zero());
   ASSERT_EQ(r->rate(), link);
   // The path gets 10 ms longer: an unmoving "queue" the rate cannot drain.
-  for (int i = 0; i < 40; ++i) d.round_trip(r->rate(), Duration::from_ms(10));
+  for (int i = 0; i < 80; ++i) d.round_trip(r->rate(), Duration::from_ms(10));
   EXPECT_NEAR(r->base_rtt().seconds(), 0.030, 1e-4) << "new base RTT adopted";
   for (int i = 0; i < 40; ++i) d.round_trip(r->rate(), Duration::from_ms(10));
   EXPECT_GE(r->rate().bps(), link.bps() * 95 / 100) << "and the rate recovered";
