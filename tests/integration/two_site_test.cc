@@ -2,6 +2,7 @@
 // (direct mode, netns hosts, rowan-wanem between the gateways) and these tests
 // measure what the hosts see: ping RTT, iperf3 UDP rate, loss, a flap, and
 // Linux TCP (cubic, bbr) across it. Every test tears the testbed down.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -259,6 +260,48 @@ TEST_F(TwoSiteTest, FlapStopsTrafficForItsLengthThenTrafficResumes) {
   EXPECT_EQ(st["stats"]["flaps"], 1);
   EXPECT_GT(st["stats"]["a2b"]["dropped"]["link_down"].get<uint64_t>(), 0U);
   EXPECT_EQ(st["stats"]["a2b"]["link"], "up");
+}
+
+TEST_F(TwoSiteTest, ExecPassesOutputAndStatusAndKeepsBackgroundJobs) {
+  up("--rate 100mbit --rtt 2ms");
+  EXPECT_EQ(exec('b', "sh -c 'echo hello; exit 7'").status, 7);
+  EXPECT_EQ(
+      exec('a', "ip -4 -o addr show dev eth0").out.find("198.18.1.10/24") != std::string::npos,
+      true);
+  // A job left in the background runs on until down.
+  ASSERT_EQ(exec('a', "sh -c 'sleep 300 >/dev/null 2>&1 &'").status, 0);
+  EXPECT_NE(run("ip netns pids rowan-a-host").out, "");
+  const std::string pids = run("ip netns pids rowan-a-host").out;
+  ASSERT_EQ(run(script_ + " down").status, 0);
+  for (std::istringstream in(pids); in.good();) {
+    int pid = 0;
+    if (in >> pid) {
+      // Gone, or a zombie waiting for its (re)parent to reap it.
+      const Result st = run("sed -n 's/^State:\\s*\\(.\\).*/\\1/p' /proc/" + std::to_string(pid) +
+                            "/status 2>/dev/null");
+      EXPECT_TRUE(kill(pid, 0) != 0 || st.out == "Z\n" || st.out.empty())
+          << "pid " << pid << " survived down (state " << st.out << ")";
+    }
+  }
+}
+
+TEST_F(TwoSiteTest, UpRefusesOverAHalfBuiltTestbedAndDownClearsIt) {
+  ASSERT_EQ(run("ip netns add rowan-wan").status, 0);
+  EXPECT_NE(run(script_ + " up --rate 100mbit --rtt 2ms").status, 0);
+  EXPECT_EQ(run("ip netns list | grep -qE '^rowan-wan( |$)'").status, 0)
+      << "up must not quietly rebuild over what it found";
+  EXPECT_NE(run("ip netns list | grep -qE '^rowan-a-host( |$)'").status, 0);
+  ASSERT_EQ(run(script_ + " down").status, 0);
+  EXPECT_NE(run("ip netns list | grep -qE '^rowan-'").status, 0);
+}
+
+TEST_F(TwoSiteTest, FailedUpLeavesNothingBehind) {
+  // An emulator that exits at once: up fails after building the namespaces.
+  setenv("ROWAN_WANEM", "/bin/false", 1);
+  EXPECT_NE(run(script_ + " up --rate 100mbit --rtt 2ms").status, 0);
+  EXPECT_NE(run("ip netns list | grep -qE '^rowan-(a|b)-(host|gw)|^rowan-wan'").status, 0)
+      << "namespaces left after a failed up";
+  EXPECT_NE(access("/run/rowan/two-site", F_OK), 0) << "state left after a failed up";
 }
 
 class TwoSiteTcpTest : public TwoSiteTest, public ::testing::WithParamInterface<const char*> {};
