@@ -12,7 +12,10 @@ constexpr uint32_t kStartupGrowth = 2;            // rate × 2 per round in star
 constexpr uint32_t kFullBwThresh = kOne * 5 / 4;  // startup plateau: < 25% growth ...
 constexpr uint32_t kFullBwRounds = 3;             // ... for 3 rounds
 constexpr uint32_t kMaxVelocityShift = 16;
-constexpr uint64_t kMaxVelocityRatio = kOne / 4;  // velocity: at most √(r·C)·gain/4 per update
+// Velocity counts steps with the queue below 3/4 of this flow's target.
+constexpr int64_t kVelNum = 3;
+constexpr int64_t kVelDen = 4;
+constexpr uint64_t kMaxVelocityRatio = kOne / 8;  // velocity: at most gain·√(r·C)/8 per step
 constexpr uint32_t kMinCwndPackets = 4;
 constexpr uint64_t kMaxBwRounds = 10;
 constexpr Duration kQuantumTime = Duration::from_us(25);
@@ -276,7 +279,7 @@ void Rowan::steady_update(BitsPerSec d, BitsPerSec delivered, bool app_limited, 
   // Velocity: consecutive rounds with an (almost) empty queue double the
   // increase, so capacity freed by a departing flow or a rate step is refilled
   // in a few rounds instead of target/RTT-sized steps.
-  if (q * 2 < t && !app_limited) {
+  if (q * kVelDen < t * kVelNum && !app_limited) {
     empty_rounds_ = std::min(empty_rounds_ + 1, kMaxVelocityShift);
   } else if (q >= t) {
     empty_rounds_ = 0;

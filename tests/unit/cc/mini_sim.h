@@ -249,6 +249,21 @@ class MiniSim {
       f.pending_lost += cfg_.mss;
       ++f.pending_lost_pkts;
       if (now_ >= measure_from_) f.stats.lost += cfg_.mss;
+      if (f.acked_upto == f.next_pn) {
+        // Nothing left in flight to carry the loss report: report it now
+        // (RACK's timer would), so the sender is never left waiting.
+        AckEvent ev;
+        ev.now = now_;
+        ev.lost_bytes = f.pending_lost;
+        ev.lost_packets = f.pending_lost_pkts;
+        ev.prior_in_flight = f.in_flight + ev.lost_bytes;
+        ev.in_flight = f.in_flight;
+        ev.largest_acked_sent_time = p.sent;
+        f.pending_lost = 0;
+        f.pending_lost_pkts = 0;
+        f.cc->on_ack(ev);
+      }
+      try_send(i);
       return;
     }
     f.last_ack = now_;
