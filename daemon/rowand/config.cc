@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -259,7 +260,7 @@ const char* type_name(const toml::node& n) {
   return "nothing";
 }
 
-std::string quoted(std::string_view s) {
+std::string quote_text(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
@@ -375,12 +376,13 @@ class TableReader {
       const BitsPerSec r = cc::parse_rate(*s);
       if (r < lo) {
         return error(n, key,
-                     fmt::format("{} is below the minimum of {} bit/s", quoted(*s), lo.bps()));
+                     fmt::format("{} is below the minimum of {} bit/s", quote_text(*s), lo.bps()));
       }
       out = r;
     } catch (const std::exception& e) {
-      error(n, key,
-            fmt::format("bad rate {} (e.g. \"10gbit\", \"400mbit\"): {}", quoted(*s), e.what()));
+      error(
+          n, key,
+          fmt::format("bad rate {} (e.g. \"10gbit\", \"400mbit\"): {}", quote_text(*s), e.what()));
     }
   }
 
@@ -392,12 +394,12 @@ class TableReader {
       const Duration d = cc::parse_duration(*s);
       if (d < lo || d > hi) {
         return error(n, key,
-                     fmt::format("{} is outside [{} ns, {} ns]", quoted(*s), lo.ns(), hi.ns()));
+                     fmt::format("{} is outside [{} ns, {} ns]", quote_text(*s), lo.ns(), hi.ns()));
       }
       out = d;
     } catch (const std::exception& e) {
       error(n, key,
-            fmt::format("bad duration {} (e.g. \"20ms\", \"1.5s\"): {}", quoted(*s), e.what()));
+            fmt::format("bad duration {} (e.g. \"20ms\", \"1.5s\"): {}", quote_text(*s), e.what()));
     }
   }
 
@@ -406,7 +408,7 @@ class TableReader {
     const std::string* s = string_node(key, &n);
     if (s == nullptr) return;
     auto a = parse_ip(*s);
-    if (!a) return error(n, key, fmt::format("{} is not an IPv4 or IPv6 address", quoted(*s)));
+    if (!a) return error(n, key, fmt::format("{} is not an IPv4 or IPv6 address", quote_text(*s)));
     out = *a;
   }
 
@@ -419,7 +421,7 @@ class TableReader {
       return error(n, key,
                    fmt::format("{} is not ADDRESS[:PORT] (e.g. \"198.19.0.2:47910\" or "
                                "\"[2001:2::2]:47910\", port 1-65535)",
-                               quoted(*s)));
+                               quote_text(*s)));
     }
     out = *a;
   }
@@ -441,7 +443,7 @@ class TableReader {
       if (used_.count(std::string(k.str())) != 0) continue;
       Pos p = pos_of(k.source());
       if (k.source().begin.line == 0) p = pos_of(v);
-      errors_.add(p, fmt::format("unknown key {}", quoted(prefix_ + std::string(k.str()))));
+      errors_.add(p, fmt::format("unknown key {}", quote_text(prefix_ + std::string(k.str()))));
     }
   }
 
@@ -576,20 +578,20 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
     if (std::string problem = check_lcores(*s); problem.empty()) {
       eal.lcores = *s;
     } else {
-      r.error(n, "lcores", fmt::format("{}: {}", quoted(*s), problem));
+      r.error(n, "lcores", fmt::format("{}: {}", quote_text(*s), problem));
     }
   }
   if (const std::string* s = r.string_node("file_prefix", &n)) {
     if (!s->empty() && !valid_name(*s)) {
       r.error(n, "file_prefix",
-              fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quoted(*s)));
+              fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quote_text(*s)));
     } else {
       eal.file_prefix = *s;
     }
   }
   if (const std::string* s = r.string_node("huge_dir", &n)) {
     if (!s->empty() && (s->front() != '/' || has_nul(*s))) {
-      r.error(n, "huge_dir", fmt::format("{} must be an absolute path", quoted(*s)));
+      r.error(n, "huge_dir", fmt::format("{} must be an absolute path", quote_text(*s)));
     } else {
       eal.huge_dir = *s;
     }
@@ -621,7 +623,7 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
         const std::string opt = a.substr(0, a.find('='));
         if (auto it = kManaged.find(opt); it != kManaged.end()) {
           r.error(&e, "extra_args",
-                  fmt::format("{} is set with eal.{} instead", quoted(opt), it->second));
+                  fmt::format("{} is set with eal.{} instead", quote_text(opt), it->second));
           continue;
         }
         if (has_nul(a)) {
@@ -679,9 +681,9 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
       }
     }
     if (!ok || parsed != 6) {
-      r.error(n, "mac", fmt::format("{} is not a MAC address (xx:xx:xx:xx:xx:xx)", quoted(*s)));
+      r.error(n, "mac", fmt::format("{} is not a MAC address (xx:xx:xx:xx:xx:xx)", quote_text(*s)));
     } else if ((mac[0] & 1) != 0 || mac == std::array<uint8_t, 6>{}) {
-      r.error(n, "mac", fmt::format("{} is not a unicast MAC address", quoted(*s)));
+      r.error(n, "mac", fmt::format("{} is not a unicast MAC address", quote_text(*s)));
     } else {
       local.mac = mac;
     }
@@ -707,7 +709,7 @@ WanBackend read_backend(TableReader& r) {
   const std::string* s = r.string_node("backend", &n);
   if (s == nullptr || *s == "udp") return WanBackend::kUdp;
   if (*s == "dpdk") return WanBackend::kDpdk;
-  r.error(n, "backend", fmt::format("{} is not \"udp\" or \"dpdk\"", quoted(*s)));
+  r.error(n, "backend", fmt::format("{} is not \"udp\" or \"dpdk\"", quote_text(*s)));
   return WanBackend::kUdp;
 }
 
@@ -734,7 +736,7 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
         link.name = *s;
       } else {
         l.error(n, "name",
-                fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quoted(*s)));
+                fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quote_text(*s)));
       }
     }
     link.backend = read_backend(l);
@@ -801,10 +803,11 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
       pp.name = pos_of(*n);
       if (!valid_name(*s)) {
         r.error(n, "name",
-                fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quoted(*s)));
+                fmt::format("{} must be 1-32 letters, digits, '_', '-' or '.'", quote_text(*s)));
       } else if (auto it = seen.find(*s); it != seen.end()) {
-        r.error(n, "name",
-                fmt::format("duplicate peer name {} (first at {})", quoted(*s), at(it->second)));
+        r.error(
+            n, "name",
+            fmt::format("duplicate peer name {} (first at {})", quote_text(*s), at(it->second)));
       } else {
         seen.emplace(*s, pp.name);
         peer.name = *s;
@@ -839,14 +842,15 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
             if (l.name == name) link = &l;
           }
           if (link == nullptr) {
-            r.error(&e, "links",
-                    fmt::format("unknown link {} (no [[wan.link]] has that name)", quoted(name)));
+            r.error(
+                &e, "links",
+                fmt::format("unknown link {} (no [[wan.link]] has that name)", quote_text(name)));
           } else if (std::find(peer.links.begin(), peer.links.end(), name) != peer.links.end()) {
-            r.error(&e, "links", fmt::format("link {} is listed twice", quoted(name)));
+            r.error(&e, "links", fmt::format("link {} is listed twice", quote_text(name)));
           } else if (peer.endpoint.addr.version != 0 &&
                      link->bind.addr.version != peer.endpoint.addr.version) {
             r.error(&e, "links",
-                    fmt::format("link {} binds IPv{} but the endpoint is IPv{}", quoted(name),
+                    fmt::format("link {} binds IPv{} but the endpoint is IPv{}", quote_text(name),
                                 link->bind.addr.version, peer.endpoint.addr.version));
           } else {
             peer.links.push_back(name);
@@ -892,7 +896,7 @@ void read_routes(TableReader& root, std::vector<RouteConfig>& routes,
         r.error(n, "prefix",
                 fmt::format("{} is not a prefix ADDRESS/LEN with the host bits zero (e.g. "
                             "\"198.18.2.0/24\")",
-                            quoted(*s)));
+                            quote_text(*s)));
       }
     }
     if (const toml::node* p = r.get("peer")) rp.peer = pos_of(*p);
@@ -906,7 +910,7 @@ void read_routes(TableReader& root, std::vector<RouteConfig>& routes,
         route.mode = RouteMode::kDirect;
       } else {
         r.error(n, "mode",
-                fmt::format("{} is not \"passthrough\", \"split\" or \"direct\"", quoted(*s)));
+                fmt::format("{} is not \"passthrough\", \"split\" or \"direct\"", quote_text(*s)));
       }
     }
     r.finish();
@@ -927,7 +931,7 @@ void read_cc(TableReader& root, CcConfig& cc, Errors& errors) {
   if (t == nullptr) {
     if (cc::Registry::find(cc.algorithm) == nullptr) {
       errors.add(Pos{}, fmt::format("the default congestion control {} is not built in",
-                                    quoted(cc.algorithm)));
+                                    quote_text(cc.algorithm)));
     }
     return;
   }
@@ -941,7 +945,7 @@ void read_cc(TableReader& root, CcConfig& cc, Errors& errors) {
     for (const auto& name : cc::Registry::names()) names += (names.empty() ? "" : ", ") + name;
     errors.add(alg_node != nullptr ? pos_of(*alg_node) : r.pos(),
                fmt::format("cc.algorithm: unknown congestion control {} (known: {})",
-                           quoted(cc.algorithm), names.empty() ? "none" : names));
+                           quote_text(cc.algorithm), names.empty() ? "none" : names));
   }
   std::map<std::string, Pos> param_pos;
   Pos params_at = r.pos();
@@ -1000,14 +1004,14 @@ void read_control(TableReader& root, ControlConfig& control, Errors& errors) {
     // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
     if (s->empty() || s->front() != '/' || s->back() == '/' || has_nul(*s) || s->size() > 107) {
       r.error(n, "socket",
-              fmt::format("{} must be an absolute file path of at most 107 bytes", quoted(*s)));
+              fmt::format("{} must be an absolute file path of at most 107 bytes", quote_text(*s)));
     } else {
       control.socket = *s;
     }
   }
   if (const std::string* s = r.string_node("group", &n)) {
     if (!s->empty() && !valid_name(*s)) {
-      r.error(n, "group", fmt::format("{} is not a group name", quoted(*s)));
+      r.error(n, "group", fmt::format("{} is not a group name", quote_text(*s)));
     } else {
       control.group = *s;
     }
@@ -1032,7 +1036,8 @@ void read_log(TableReader& root, LogConfig& log, Errors& errors) {
   if (const std::string* s = r.string_node("level", &n)) {
     static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
     if (kLevels.count(*s) == 0) {
-      r.error(n, "level", fmt::format("{} is not trace, debug, info, warn or error", quoted(*s)));
+      r.error(n, "level",
+              fmt::format("{} is not trace, debug, info, warn or error", quote_text(*s)));
     } else {
       log.level = *s;
     }
@@ -1051,7 +1056,7 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
       if (!a.name.empty() && a.name == b.name) {
         errors.add(link_pos[i].name, fmt::format("wan.link.name: duplicate link name {} (first "
                                                  "at {})",
-                                                 quoted(a.name), at(link_pos[j].name)));
+                                                 quote_text(a.name), at(link_pos[j].name)));
       }
       if (a.bind.addr.version != 0 && ip_equal(a.bind.addr, b.bind.addr) &&
           a.bind.port == b.bind.port) {
@@ -1062,12 +1067,12 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
       if (!a.device.empty() && a.device == b.device) {
         errors.add(link_pos[i].device,
                    fmt::format("wan.link.device: {} is already used by the link at {}",
-                               quoted(a.device), at(link_pos[j].device)));
+                               quote_text(a.device), at(link_pos[j].device)));
       }
     }
     if (!a.device.empty() && a.device == cfg.local.device) {
-      errors.add(link_pos[i].device,
-                 fmt::format("wan.link.device: {} is the local port's device", quoted(a.device)));
+      errors.add(link_pos[i].device, fmt::format("wan.link.device: {} is the local port's device",
+                                                 quote_text(a.device)));
     }
   }
   if (cfg.wan.links.empty()) {
@@ -1082,9 +1087,9 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
   for (size_t i = 0; i < cfg.routes.size(); ++i) {
     const RouteConfig& r = cfg.routes[i];
     if (!r.peer.empty() && cfg.find_peer(r.peer) == nullptr) {
-      errors.add(
-          route_pos[i].peer,
-          fmt::format("route.peer: unknown peer {} (no [[peer]] has that name)", quoted(r.peer)));
+      errors.add(route_pos[i].peer,
+                 fmt::format("route.peer: unknown peer {} (no [[peer]] has that name)",
+                             quote_text(r.peer)));
     }
     if (r.prefix.addr.version == 0) continue;
     for (size_t j = 0; j < i; ++j) {
@@ -1108,7 +1113,7 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
         errors.add(route_pos[i].prefix,
                    fmt::format("route.prefix: {} covers the endpoint {} of peer {}: the WAN "
                                "itself cannot be carried over the WAN",
-                               r.prefix.to_string(), p.endpoint.to_string(), quoted(p.name)));
+                               r.prefix.to_string(), p.endpoint.to_string(), quote_text(p.name)));
       }
     }
   }
@@ -1153,6 +1158,10 @@ GatewayConfig parse_config(std::string_view text, const std::string& path) {
 }
 
 GatewayConfig load_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError({fmt::format("{}:1:1: cannot read the file: it is a directory", path)});
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw ConfigError(

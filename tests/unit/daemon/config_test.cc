@@ -584,6 +584,11 @@ TEST(CheckConfig, ExitStatusAndOutput) {
     EXPECT_EQ(check_config_main(missing, out, err), kExitConfig);
     EXPECT_EQ(err.str().rfind(missing + ":1:1: cannot open", 0), 0u) << err.str();
   }
+  {
+    std::ostringstream out, err;
+    EXPECT_EQ(check_config_main(dir.string(), out, err), kExitConfig);
+    EXPECT_EQ(err.str(), dir.string() + ":1:1: cannot read the file: it is a directory\n");
+  }
   fs::remove_all(dir);
 }
 
