@@ -2,7 +2,10 @@
 // (direct mode, netns hosts, rowan-wanem between the gateways) and these tests
 // measure what the hosts see: ping RTT, iperf3 UDP rate, loss, a flap, and
 // Linux TCP (cubic, bbr) across it. Every test tears the testbed down.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +64,16 @@ class TwoSiteTest : public ::testing::Test {
     }
     setenv("ROWAN_WANEM", wanem.c_str(), 1);
     script_ = source_dir() + "/scripts/two-site";
+    // One testbed per machine, also across separate ctest runs: whoever uses
+    // it holds /run/rowan/testbed.lock (see scripts/two-site).
+    mkdir("/run/rowan", 0755);
+    lock_fd_ = open("/run/rowan/testbed.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    ASSERT_GE(lock_fd_, 0) << "cannot open /run/rowan/testbed.lock";
+    int waited = 0;
+    while (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      ASSERT_LT(waited++, 900) << "the testbed lock stayed taken for 90 s";
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     // One testbed per machine: wait (a while) for someone else's to go away,
     // then treat what is left as debris of a crashed run and clear it.
     for (int i = 0;
@@ -72,11 +85,14 @@ class TwoSiteTest : public ::testing::Test {
     started_ = true;
   }
   void TearDown() override {
-    if (!started_) return;
-    const Result r = run(script_ + " down");
-    EXPECT_EQ(r.status, 0) << "two-site down left something behind";
-    EXPECT_EQ(run("ip netns list | grep -E '^rowan-(a-host|a-gw|wan|b-gw|b-host)( |$)'").status, 1)
-        << "namespaces left after down";
+    if (started_) {
+      const Result r = run(script_ + " down");
+      EXPECT_EQ(r.status, 0) << "two-site down left something behind";
+      EXPECT_EQ(run("ip netns list | grep -E '^rowan-(a-host|a-gw|wan|b-gw|b-host)( |$)'").status,
+                1)
+          << "namespaces left after down";
+    }
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the testbed lock
   }
 
   void up(const std::string& args) {
@@ -149,6 +165,7 @@ class TwoSiteTest : public ::testing::Test {
 
   std::string script_;
   bool started_ = false;
+  int lock_fd_ = -1;
 };
 
 double median(std::vector<double> v) {

@@ -7,6 +7,10 @@
 # Usage: tools/rowan-wanem/measure.sh [RATE...]   (default: 100mbit 500mbit 1gbit 2gbit)
 # ROWAN_BUILD_DIR or ROWAN_WANEM locate the binary (see scripts/two-site).
 set -euo pipefail
+# Take turns with other users of the machine's one testbed (see scripts/two-site).
+mkdir -p /run/rowan
+exec 8>/run/rowan/testbed.lock
+flock 8
 top=$(cd "$(dirname "$0")/../.." && pwd)
 ts=$top/scripts/two-site
 rates=("$@")
