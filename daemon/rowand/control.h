@@ -12,12 +12,19 @@
 // reply and the connection stays usable. Whitespace-only lines are ignored.
 //
 // Results rowanctl renders (keys are free-form; rowanctl prints what it gets,
-// and formats numbers by the key's unit suffix: _bps, _bytes, _s, _total):
-//   status -> {"version":..., "uptime_s":..., "config":..., ...}   one object
-//   peers  -> {"peers":[{"name":..., "endpoint":..., ...}, ...]}
-//   links  -> {"links":[{"name":..., ...}, ...]}
-//   flows  -> {"flows":[{"peer":..., "stream":..., ...}, ...]}
-//   reload -> {"reloaded":true, ...}
+// and formats numbers by the key's unit suffix: _bps, _bytes, _s, _ratio):
+//   status -> one object, nested objects allowed ({"local":{...},"routes":[...],...})
+//   peers  -> an array of objects, one per peer ({"peers":[...]} is accepted too)
+//   links  -> an array of objects, one per link
+//   flows  -> an array of objects, one per flow
+//   reload -> an object ({"requested":true})
+// rowanctl's narrow tables pick, when present: peers name, endpoint, state,
+// cc, srtt_s, min_rtt_s, cwnd_bytes, pacing_rate_bps, bytes_in_flight,
+// delivered_bytes, retransmitted_packets, lost_packets; links name, backend,
+// bind, peer, rate_bps, rtt_s, mtu, tx/rx_packets, tx_full, tx_errors; flows
+// kind, src, dst, sport, dport, dest_qp, proto, peer, stream, packets, bytes,
+// ce_marked, dropped, idle_s (`--wide` shows every field).
+
 #pragma once
 
 #include <atomic>
