@@ -337,6 +337,20 @@ TEST_F(TwoSiteTest, FailedUpLeavesNothingBehind) {
   EXPECT_NE(access("/run/rowan/two-site", F_OK), 0) << "state left after a failed up";
 }
 
+TEST_F(TwoSiteTest, EcnMarksReachTcpAndKeepPacketsValid) {
+  // A 30 kB marking threshold in a 250 kB queue: ECN-capable TCP sees CE marks
+  // and keeps running (a bad IPv4 checksum after marking would stall it).
+  up("--rate 100mbit --rtt 20ms --set ecn_threshold=30000");
+  for (char site : {'a', 'b'}) ASSERT_EQ(exec(site, "sysctl -qw net.ipv4.tcp_ecn=1").status, 0);
+  iperf_server(5204);
+  const Result r = exec('a', "iperf3 -c 198.18.2.10 -p 5204 -t 3 -C cubic -J");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const double bps = json::parse(r.out)["end"]["sum_received"]["bits_per_second"].get<double>();
+  EXPECT_GT(bps, 50e6);
+  const json st = wanem("stats");
+  EXPECT_GT(st["stats"]["a2b"]["ecn_marked"].get<uint64_t>(), 0U);
+}
+
 class TwoSiteTcpTest : public TwoSiteTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(TwoSiteTcpTest, LinuxTcpRunsAcross) {
