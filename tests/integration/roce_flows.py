@@ -88,11 +88,10 @@ def cmd_verify(args):
         if BTH not in p:
             continue
         bth = p[BTH]
-        raw = bytes(bth.payload)
-        if len(raw) < 4:
+        body = bytes(bth.payload)  # scapy keeps the ICRC in BTH's trailing FCS field
+        if len(body) < 48:
             bad.append("short frame")
             continue
-        body = raw[:-4]  # strip the ICRC
         if bth.padcount:
             body = body[:-bth.padcount]
         if bth.opcode == WRITE_ONLY:

@@ -174,7 +174,14 @@ void UdpUringIo::reap() noexcept {
     ++seen;
     const uint64_t tag = io_uring_cqe_get_data64(cqe);
     const auto idx = static_cast<uint32_t>(tag);
-    if ((tag & ~0xFFFFFFFFULL) == kSendTag) {
+    const uint64_t kind = tag & ~0xFFFFFFFFULL;
+    // Anything but our own receives and sends (e.g. liburing's internal
+    // timeout completions on kernels without EXT_ARG) is ignored.
+    if ((kind != kSendTag && kind != kRecvTag) ||
+        idx >= (kind == kSendTag ? tx_.size() : rx_.size())) {
+      continue;
+    }
+    if (kind == kSendTag) {
       if (cqe->res < 0) ++udp_stats_.tx_errors;
       tx_free_.push_back(idx);
       continue;

@@ -1,0 +1,71 @@
+# rowand gateways for scripts/two-site (sourced, not run).
+#
+# In --mode passthrough each gateway namespace runs a rowand: its local port is
+# lan0 through a DPDK af_packet vdev (the kernel keeps no address on lan0 and
+# forwards nothing), and its WAN link is a UDP socket on wan0. Configs come
+# from config/two-site/{a,b}.toml with the testbed's rate, RTT and CC filled
+# in; they and the daemons' logs and pids live in the testbed's state dir.
+
+# find_rowand: prints the rowand binary (ROWAN_ROWAND, or the build dir).
+find_rowand() {
+  if [[ -n "${ROWAN_ROWAND:-}" ]]; then
+    echo "$ROWAN_ROWAND"
+    return
+  fi
+  local bin=${ROWAN_BUILD_DIR:-$top/build}/daemon/rowand/rowand
+  [[ -x $bin ]] || die "rowand not found at $bin (build it, or set ROWAN_BUILD_DIR or ROWAN_ROWAND)"
+  echo "$bin"
+}
+
+find_rowanctl() {
+  local bin=${ROWAN_BUILD_DIR:-$top/build}/daemon/rowanctl/rowanctl
+  [[ -x $bin ]] || die "rowanctl not found at $bin"
+  echo "$bin"
+}
+
+# gateways_start RATE RTT CC: configures both gateway namespaces for rowand and
+# starts one daemon in each; waits until both answer on their control sockets.
+gateways_start() {
+  local rate=$1 rtt=$2 cc=${3:-rowan}
+  local rowand rowanctl site ns cfg
+  rowand=$(find_rowand)
+  rowanctl=$(find_rowanctl)
+  for site in a b; do
+    ns=rowan-$site-gw
+    # rowand owns lan0 and its address; the kernel must neither answer ARP
+    # for it nor route the site's packets itself.
+    in_ns "$ns" ip addr flush dev lan0
+    in_ns "$ns" sysctl -qw net.ipv4.ip_forward=0
+    cfg=$state_dir/rowand-$site.toml
+    sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
+      -e "s|^algorithm = .*|algorithm = \"$cc\"|" "$top/config/two-site/$site.toml" >"$cfg"
+    "$rowand" --check-config -c "$cfg" >&2 || die "rowand rejects $cfg"
+    mkdir -p "/run/rowan/$site"
+    ip netns exec "$ns" setsid "$rowand" -c "$cfg" </dev/null >"$state_dir/rowand-$site.log" 2>&1 9>&- &
+    echo $! >"$state_dir/rowand-$site.pid"
+  done
+  local i ok
+  for site in a b; do
+    ok=0
+    for i in $(seq 100); do
+      kill -0 "$(cat "$state_dir/rowand-$site.pid")" 2>/dev/null ||
+        die "rowand of site $site exited at start-up: $(tail -n 5 "$state_dir/rowand-$site.log")"
+      if "$rowanctl" -s "/run/rowan/$site/control.sock" status >/dev/null 2>&1; then
+        ok=1
+        break
+      fi
+      sleep 0.1
+    done
+    [[ $ok -eq 1 ]] || die "rowand of site $site did not open its control socket within 10 s"
+  done
+}
+
+# gateways_stop: stops the daemons (SIGTERM, then SIGKILL) and removes their sockets.
+gateways_stop() {
+  local site
+  for site in a b; do
+    kill_pid_file "$state_dir/rowand-$site.pid"
+    rm -f "/run/rowan/$site/control.sock"
+    rmdir "/run/rowan/$site" 2>/dev/null || true
+  done
+}

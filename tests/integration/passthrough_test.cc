@@ -1,0 +1,209 @@
+// rowand in passthrough mode, through the two-site testbed: a rowand in each
+// gateway namespace carries the site hosts' traffic over the emulated WAN
+// (rowan-wanem). What the hosts must see: TCP and UDP work, WAN loss is
+// invisible, crafted RoCEv2 flows arrive complete, in order and with valid
+// ICRCs, malformed frames are counted and dropped, and a reload or a WAN flap
+// does not break flows. Every test tears the testbed down.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/paths.h"
+#include "tools/shell.h"
+#include "tools/testbed_lock.h"
+
+namespace rowan::test {
+namespace {
+
+using nlohmann::json;
+
+class PassthroughTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    for (const char* tool : {"ip", "iperf3", "ping", "ethtool", "jq", "dumpcap"}) {
+      if (!have_tool(tool)) GTEST_SKIP() << tool << " is not installed (scripts/setup-deps)";
+    }
+    for (const char* bin : {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand"}) {
+      if (access((binary_dir() + bin).c_str(), X_OK) != 0) {
+        GTEST_SKIP() << binary_dir() + bin << " is not built (ROWAN_BUILD_DPDK=OFF?)";
+      }
+    }
+    setenv("ROWAN_BUILD_DIR", binary_dir().c_str(), 1);
+    unsetenv("ROWAN_WANEM");
+    script_ = source_dir() + "/scripts/two-site";
+    ctl_ = binary_dir() + "/daemon/rowanctl/rowanctl";
+    lock_ = std::make_unique<TestbedLock>();
+    ASSERT_TRUE(lock_->held()) << "the testbed lock stayed taken";
+    shell(script_ + " down 2>/dev/null");
+    started_ = true;
+  }
+  void TearDown() override {
+    if (!started_) return;
+    EXPECT_EQ(shell(script_ + " down").status, 0) << "two-site down left something behind";
+    lock_.reset();
+  }
+
+  void up(const std::string& args) {
+    const ShellResult r = shell(script_ + " up --mode passthrough " + args);
+    ASSERT_EQ(r.status, 0) << "two-site up --mode passthrough " << args << " failed";
+  }
+  ShellResult exec(char site, const std::string& cmd) {
+    return shell(script_ + " exec " + site + " -- " + cmd);
+  }
+  json ctl(char site, const std::string& cmd) {
+    const ShellResult r =
+        shell(ctl_ + " -s /run/rowan/" + site + "/control.sock " + cmd + " --json");
+    EXPECT_EQ(r.status, 0) << "rowanctl " << cmd;
+    return r.status == 0 ? json::parse(r.out) : json();
+  }
+  uint64_t drops(char site, const std::string& reason) {
+    return ctl(site, "status")["drops"][reason].get<uint64_t>();
+  }
+  json iperf(const std::string& args) {
+    exec('b', "sh -c 'iperf3 -s -1 -D --logfile /dev/null'");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const ShellResult r = exec('a', "iperf3 -c 198.18.2.10 -J " + args);
+    EXPECT_EQ(r.status, 0) << "iperf3 " << args << ": " << r.out.substr(0, 400);
+    return r.status == 0 ? json::parse(r.out) : json();
+  }
+  std::string gw_mac() {
+    exec('a', "ping -c 1 -W 2 198.18.1.1");  // 198.18.1.1 is rowand itself: fills the ARP cache
+    return exec('a', "sh -c \"ip neigh show 198.18.1.1 | awk '{print \\$5}'\"").out.substr(0, 17);
+  }
+
+  std::string script_, ctl_;
+  std::unique_ptr<TestbedLock> lock_;
+  bool started_ = false;
+};
+
+TEST_F(PassthroughTest, PingAndTcpCubicAndBbrAcrossBothGateways) {
+  up("--rate 100mbit --rtt 20ms");
+  const ShellResult ping = exec('a', "ping -c 5 -i 0.2 -q 198.18.2.10");
+  ASSERT_EQ(ping.status, 0) << ping.out;
+  EXPECT_NE(ping.out.find(" 0% packet loss"), std::string::npos) << ping.out;
+  for (const char* cc : {"cubic", "bbr"}) {
+    const json j = iperf(std::string("-t 4 -C ") + cc);
+    ASSERT_TRUE(j.contains("end")) << cc;
+    const double bps = j["end"]["sum_received"]["bits_per_second"].get<double>();
+    EXPECT_GT(bps, 1e6) << cc << ": TCP through passthrough carried almost nothing";
+  }
+  const json peers = ctl('a', "peers");
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0]["state"], "up");
+  EXPECT_GT(peers[0]["carried_packets"].get<uint64_t>(), 1000u);
+  EXPECT_GE(peers[0]["srtt_s"].get<double>(), 0.019);  // the WAN's 20 ms is there
+  const json flows = ctl('a', "flows");
+  EXPECT_GE(flows.size(), 2u);  // ICMP plus the iperf3 control and data connections
+}
+
+TEST_F(PassthroughTest, WanLossIsInvisibleToTheHosts) {
+  up("--rate 100mbit --rtt 20ms --loss 2% --cc bbr");
+  const json j = iperf("-u -b 10M -l 1000 -t 4");
+  ASSERT_TRUE(j.contains("end"));
+  const json& sum = j["end"]["sum"];
+  EXPECT_GT(sum["packets"].get<uint64_t>(), 4000u);
+  EXPECT_EQ(sum["lost_packets"].get<uint64_t>(), 0u) << "the hosts saw WAN loss";
+  const json peers = ctl('a', "peers");
+  EXPECT_GT(peers[0]["retransmitted_packets"].get<uint64_t>(), 0u)
+      << "2% WAN loss but the gateway repaired nothing";
+}
+
+TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
+  up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
+  const std::string mac = gw_mac();
+  ASSERT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
+  const std::string pcap = "/run/rowan/two-site/roce-b.pcap";
+  const int qps = 3;
+  const int count = 200;
+  exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
+                " -a duration:40 -w " + pcap + " >/dev/null 2>&1 &'");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
+  const ShellResult sent =
+      exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
+                    " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
+                    " --pps 1500");
+  ASSERT_EQ(sent.status, 0) << sent.out;
+  // Wait for the capture to complete (dumpcap stops at the count).
+  for (int i = 0; i < 100 && shell("pgrep -f 'dumpcap.*roce-b.pcap' >/dev/null").status == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
+                                   " --count " + std::to_string(count));
+  EXPECT_EQ(verify.status, 0) << verify.out;
+  const ShellResult decode = shell(ctl_ + " decode " + pcap + " | tail -n 1");
+  EXPECT_NE(decode.out.find(std::to_string(qps * count) + " RoCEv2, 0 with a bad ICRC"),
+            std::string::npos)
+      << decode.out;
+  const json flows = ctl('a', "flows");
+  int roce = 0;
+  for (const auto& f : flows) roce += f["kind"] == "roce";
+  EXPECT_EQ(roce, qps) << "each QP is its own flow";
+  EXPECT_GT(ctl('a', "peers")[0]["retransmitted_packets"].get<uint64_t>(), 0u);
+}
+
+TEST_F(PassthroughTest, MalformedFramesAreCountedAndDroppedWhileTrafficFlows) {
+  up("--rate 100mbit --rtt 10ms");
+  const std::string mac = gw_mac();
+  ASSERT_EQ(mac.size(), 17u);
+  const uint64_t roce_before = drops('a', "malformed_roce");
+  const uint64_t ip_before = drops('a', "malformed_ip");
+  // A RoCEv2 packet with opcode 0xff (48 bytes of IP), and an IPv4 header
+  // whose total length exceeds the frame.
+  const std::string send =
+      "/usr/bin/python3 -c \"from scapy.all import *; s=conf.L2socket(iface='eth0'); "
+      "e=Ether(dst='" +
+      mac +
+      "'); "
+      "s.send(e/IP(src='198.18.1.10',dst='198.18.2.10')/UDP(sport=5000,dport=4791)/"
+      "Raw(bytes([0xff])+bytes(19))); "
+      "s.send(Ether(dst='" +
+      mac +
+      "',type=0x800)/Raw(bytes([0x45,0,0x10,0]) + bytes(16)));"
+      "s.send(e/IP(src='198.18.1.10',dst='198.18.2.10')/UDP(sport=5000,dport=4791)/"
+      "Raw(bytes(3)))\"";
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(exec('a', send).status, 0);
+  const ShellResult ping = exec('a', "ping -c 3 -i 0.2 -q 198.18.2.10");
+  EXPECT_EQ(ping.status, 0) << "traffic stopped after malformed frames";
+  EXPECT_GE(drops('a', "malformed_roce") - roce_before, 10u);
+  EXPECT_GE(drops('a', "malformed_ip") - ip_before, 5u);
+}
+
+TEST_F(PassthroughTest, ReloadAndWanFlapKeepFlowsAlive) {
+  up("--rate 50mbit --rtt 20ms");
+  exec('b', "sh -c 'iperf3 -s -1 -D --logfile /dev/null'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::thread disturb([this] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    shell("kill -HUP $(cat /run/rowan/two-site/rowand-a.pid)");
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    shell(script_ + " wanem flap both 1s >/dev/null");
+  });
+  const ShellResult r = exec('a', "iperf3 -c 198.18.2.10 -J -t 9");
+  disturb.join();
+  ASSERT_EQ(r.status, 0) << r.out.substr(0, 400);
+  const json j = json::parse(r.out);
+  // Traffic flowed in the last seconds, after the reload and the flap.
+  const json& intervals = j["intervals"];
+  ASSERT_GE(intervals.size(), 8u);
+  double tail = 0;
+  for (size_t i = intervals.size() - 2; i < intervals.size(); ++i) {
+    tail += intervals[i]["sum"]["bytes"].get<double>();
+  }
+  EXPECT_GT(tail, 100000.0) << "no traffic after the flap";
+  const json peers = ctl('a', "peers");
+  EXPECT_EQ(peers[0]["state"], "up");
+  const ShellResult log = shell("grep -c 'reloaded' /run/rowan/two-site/rowand-a.log");
+  EXPECT_EQ(log.out.substr(0, 1), "1") << "SIGHUP did not reload";
+}
+
+}  // namespace
+}  // namespace rowan::test
