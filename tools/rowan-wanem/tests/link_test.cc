@@ -379,6 +379,21 @@ TEST_F(LinkTest, RateChangeKeepsTheBacklog) {
   EXPECT_EQ(d.backlog(t0() + Duration::from_ms(2)), 1000U);
 }
 
+TEST_F(LinkTest, ReleaseErrorStatisticsAndQuantiles) {
+  Direction d(16, 1);
+  // 98 frames on time, one 30 µs late, one 5 ms late (clamped into the top bucket).
+  for (int i = 0; i < 98; ++i) d.note_tx(t0(), t0().ns(), 100);
+  d.note_tx(t0() + Duration::from_us(30), t0().ns(), 100);
+  d.note_tx(t0() + Duration::from_ms(5), t0().ns(), 100);
+  const DirCounters& c = d.counters();
+  EXPECT_EQ(c.tx_frames, 100U);
+  EXPECT_EQ(c.tx_bytes, 10000U);
+  EXPECT_EQ(c.late_max_ns, Duration::from_ms(5).ns());
+  EXPECT_EQ(c.late_quantile_us(0.5), 0.0);
+  EXPECT_EQ(c.late_quantile_us(0.99), 30.0);
+  EXPECT_EQ(c.late_quantile_us(1.0), 2047.0);
+}
+
 TEST_F(LinkTest, SchedulerCapacityIsBounded) {
   Direction d(4, 1);
   DirSettings s;
