@@ -296,9 +296,9 @@ void Simulation::start_flow(Flow& f) {
   c.cc = f.cc;
   c.cc_params = s_.cc_params;
   const double bdp = std::max(1.0, static_cast<double>(s_.rate.bytes_in(f.rtt)));
-  // Windows never limit the CC: a full queue plus the ~2 RTTs a repaired hole
-  // holds back delivery.
-  const double window_bdp = 3.0 + 2.0 * static_cast<double>(buffer_) / bdp;
+  // Windows never limit the CC: a full queue plus the RTTs a repaired hole
+  // (or a lost retransmission) holds back delivery at the receiver.
+  const double window_bdp = 4.0 + 2.0 * static_cast<double>(buffer_) / bdp;
   c.send_buffer_bdp = window_bdp;
   c.recv_window_bdp = window_bdp;
   c.chunk_size = s_.verify ? 16384 : 65536;

@@ -179,15 +179,19 @@ Bytes Connection::send_buffer_free() const noexcept {
   return std::min(by_budget, by_pool);
 }
 
+// Credit moves forward once a quarter of a window has been consumed, so the
+// sender always sees at least three quarters of it (holes that fill at once
+// release data in bursts; a half-window threshold starved lossy long paths).
 void Connection::update_flow_control_credit(Stream& s) {
-  if (s.final_size == UINT64_MAX && s.max_advertised - s.read_offset < stream_window_ / 2) {
+  if (s.final_size == UINT64_MAX &&
+      s.max_advertised - s.read_offset < stream_window_ - stream_window_ / 4) {
     s.max_advertised = s.read_offset + stream_window_;
     if (!s.msd_pending) {
       s.msd_pending = true;
       msd_pending_.push_back(s.slot);
     }
   }
-  if (max_data_advertised_ - consumed_total_ < recv_window_ / 2) {
+  if (max_data_advertised_ - consumed_total_ < recv_window_ - recv_window_ / 4) {
     max_data_advertised_ = consumed_total_ + recv_window_;
     max_data_pending_ = true;
   }
