@@ -323,36 +323,34 @@ TEST(ControlServer, StopIsPromptAndRestartable) {
   EXPECT_EQ(control_request(server.path(), "status")["ok"], true);
 }
 
-// SO_PEERCRED: an unprivileged user outside the socket's group is refused
-// even when the file mode would let it connect. Needs root to switch users.
-TEST(ControlServer, PeerCredentialsAreChecked) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
-  TempDir dir;
-  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
-  FakeHandler h;
-  ControlServer server(config_for(dir / "c.sock"), h);
-  server.start();
-  ASSERT_EQ(::chmod(server.path().c_str(), 0666), 0);
+// Connects as another user (fork, setgroups/setgid/setuid) and returns the
+// first reply line to a status request, or "exit:N" when the child failed
+// (3: connect refused by the file mode). Needs root.
+std::string request_as(const std::string& path, uid_t uid, gid_t gid, std::vector<gid_t> groups) {
   int pipefd[2];
-  ASSERT_EQ(::pipe(pipefd), 0);
+  if (::pipe(pipefd) != 0) return "pipe";
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
+  if (pid < 0) return "fork";
   if (pid == 0) {
     // Child: only async-signal-safe calls until _exit.
     ::close(pipefd[0]);
-    const gid_t nogroup = 65534;
-    if (::setgroups(0, nullptr) != 0 || ::setgid(nogroup) != 0 || ::setuid(65534) != 0) _exit(2);
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+        ::setuid(uid) != 0) {
+      _exit(2);
+    }
     const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
-    std::strncpy(sa.sun_path, server.path().c_str(), sizeof sa.sun_path - 1);
+    std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) _exit(3);
     const char req[] = "{\"cmd\":\"status\"}\n";
     (void)::send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
     char buf[512];
     ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0)
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
       (void)::write(pipefd[1], buf, static_cast<size_t>(n));
+      if (std::memchr(buf, '\n', static_cast<size_t>(n)) != nullptr) break;
+    }
     _exit(0);
   }
   ::close(pipefd[1]);
@@ -362,15 +360,50 @@ TEST(ControlServer, PeerCredentialsAreChecked) {
   while ((n = ::read(pipefd[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
   ::close(pipefd[0]);
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  const Json reply = Json::parse(got.substr(0, got.find('\n')));
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return "wait";
+  if (WEXITSTATUS(status) != 0) return "exit:" + std::to_string(WEXITSTATUS(status));
+  return got.substr(0, got.find('\n'));
+}
+
+// SO_PEERCRED: an unprivileged user outside the socket's group is refused
+// even when the file mode would let it connect; members of the group (primary
+// or supplementary) are served. Needs root to switch users.
+TEST(ControlServer, PeerCredentialsAreChecked) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  constexpr uid_t kNobody = 65534;
+  constexpr gid_t kOtherGid = 54321;  // nobody's group on this machine
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  FakeHandler h;
+  ControlServer server(config_for(dir / "c.sock"), h);  // the daemon's group: root's
+  server.start();
+  ASSERT_EQ(::chmod(server.path().c_str(), 0666), 0);
+  const std::string denied = request_as(server.path(), kNobody, kOtherGid, {});
+  ASSERT_EQ(denied.rfind("{", 0), 0u) << denied;
+  const Json reply = Json::parse(denied);
   EXPECT_EQ(reply["ok"], false);
   EXPECT_NE(reply["error"].get<std::string>().find("permission denied"), std::string::npos);
   EXPECT_TRUE(h.calls().empty());  // the handler never saw the request
-  // Root still gets in.
-  EXPECT_EQ(control_request(server.path(), "status")["ok"], true);
+  EXPECT_EQ(control_request(server.path(), "status")["ok"], true);  // root still gets in
+
+  // A socket group that exists: its members get in, others not even through the file mode.
+  group* gr = ::getgrnam("nogroup");
+  if (gr == nullptr) GTEST_SKIP() << "no 'nogroup' group to test group membership with";
+  const gid_t group_gid = gr->gr_gid;
+  ControlServer grouped(config_for(dir / "g.sock", "nogroup"), h);
+  grouped.start();
+  struct stat st {};
+  ASSERT_EQ(::lstat(grouped.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, group_gid);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(Json::parse(request_as(grouped.path(), kNobody, group_gid, {}))["ok"], true);
+  EXPECT_EQ(Json::parse(request_as(grouped.path(), kNobody, kOtherGid, {group_gid}))["ok"], true);
+  EXPECT_EQ(request_as(grouped.path(), kNobody, kOtherGid, {}), "exit:3");
+  // With the file mode opened up, SO_PEERCRED alone still refuses a non-member.
+  ASSERT_EQ(::chmod(grouped.path().c_str(), 0666), 0);
+  const Json other = Json::parse(request_as(grouped.path(), kNobody, kOtherGid, {}));
+  EXPECT_EQ(other["ok"], false);
+  EXPECT_NE(other["error"].get<std::string>().find("permission denied"), std::string::npos);
 }
 
 TEST(ControlClient, MissingSocketThrowsSystemError) {
