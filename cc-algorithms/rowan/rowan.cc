@@ -18,6 +18,9 @@ constexpr int64_t kVelDen = 4;
 constexpr uint64_t kMaxVelocityRatio = kOne / 8;  // velocity: at most gain·√(r·C)/8 per step
 constexpr uint32_t kMinCwndPackets = 4;
 constexpr uint64_t kMaxBwRounds = 10;
+// A loss ratio needs a few losses to mean anything (one loss in a 10-packet
+// first round is not a policer).
+constexpr uint64_t kMinHeavyLossPackets = 4;
 constexpr Duration kQuantumTime = Duration::from_us(25);
 constexpr Bytes kMaxQuantum = 64 * 1024;
 
@@ -133,9 +136,17 @@ Duration Rowan::target() const {
   const Duration fs =
       Duration::from_ns(static_cast<int64_t>(static_cast<u128>(config_.fs_range.ns()) *
                                              (kOne - std::min<uint64_t>(sqrt_share, kOne)) / kOne));
-  // Never below two packets' serialization at the capacity (packet granularity).
+  // On very short paths the target shrinks with the RTT (a 100 us target would
+  // be a whole buffer at 0.1 ms), but never below two packets' serialization
+  // at the capacity (packet granularity).
+  Duration tq = config_.target_queue;
+  Duration fr = fs;
+  if (!base_rtt_.is_zero()) {
+    tq = std::min(tq, base_rtt_ / 4);
+    fr = std::min(fr, base_rtt_ / 2);
+  }
   const Duration floor = c.is_zero() ? Duration::zero() : c.transfer_time(2 * mss_);
-  return std::max(config_.target_queue, floor) + fs;
+  return std::max(tq, floor) + fr;
 }
 
 Bytes Rowan::send_quantum() const {
@@ -220,10 +231,13 @@ void Rowan::end_round(const AckEvent& ev) {
   last_delivery_rate_ = d;
   if (!app_limited || d > max_bw_.get()) max_bw_.update(d, rounds_);
   const uint64_t total = acked_pkts + lost_pkts;
-  const bool heavy_loss = total > 0 && lost_pkts * kOne >= config_.heavy_loss * total;
+  const bool heavy_loss =
+      lost_pkts >= kMinHeavyLossPackets && lost_pkts * kOne >= config_.heavy_loss * total;
 
   if (phase_ == Phase::kStartup) {
-    const bool at_cap = !hints_.link_rate.is_zero() && rate_ >= cap(BitsPerSec::infinite());
+    // At the hinted link rate (within 3%: the delivered rate is measured).
+    const bool at_cap = !hints_.link_rate.is_zero() &&
+                        mul_frac(rate_, kOne + kOne / 32) >= cap(BitsPerSec::infinite());
     if (!app_limited) {
       if (d >= mul_frac(full_bw_, kFullBwThresh)) {
         full_bw_ = d;
@@ -233,10 +247,20 @@ void Rowan::end_round(const AckEvent& ev) {
       }
     }
     if (heavy_loss || full_bw_count_ >= kFullBwRounds || at_cap) {
-      exit_startup(at_cap ? rate_ : d);
+      // Leave at the best rate the path delivered (a round that overflowed
+      // the buffer delivers less than the link).
+      exit_startup(at_cap ? cap(BitsPerSec::infinite()) : std::max(d, max_bw_.get()));
       return;
     }
-    rate_ = cap(BitsPerSec::from_bps(std::max(rate_, d).bps()).scaled(kStartupGrowth));
+    // Double per round, but stay within 4× of what the path delivered (the
+    // delivered rate lags the pacing rate by a round; a cwnd-limited first
+    // round must not run the pacing rate away from the link).
+    const BitsPerSec bw = max_bw_.get();
+    BitsPerSec next = mul_frac(rate_, kStartupGrowth * kOne);
+    if (!bw.is_zero()) {
+      next = std::max(std::min(next, mul_frac(bw, 4 * kOne)), mul_frac(bw, 2 * kOne));
+    }
+    rate_ = cap(next);
     return;
   }
   (void)round_min;
@@ -306,7 +330,7 @@ void Rowan::steady_update(BitsPerSec d, BitsPerSec delivered, bool app_limited, 
 
   // Loss: noise unless it comes with a queue well above target, or is heavy.
   const uint64_t total = acked + lost;
-  const bool heavy = total > 0 && lost * kOne >= config_.heavy_loss * total;
+  const bool heavy = lost >= kMinHeavyLossPackets && lost * kOne >= config_.heavy_loss * total;
   if (lost > 0 && (heavy || q > std::max(t * 8, base_rtt_ / 8))) {
     rate_before_loss_cut_ = std::max(rate_, next);
     can_undo_ = !heavy;
