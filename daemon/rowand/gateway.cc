@@ -423,16 +423,19 @@ bool Gateway::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint3
     // The buffer's granules ran out mid-record: keep the rest, in order,
     // ahead of this flow's later packets (rare; the only allocation here).
     flow.tail.assign(scratch_.data() + n, scratch_.data() + rec);
+    ++tails_;
   }
   return true;
 }
 
 void Gateway::flush_tails(TimePoint now) noexcept {
+  if (tails_ == 0) return;  // the common case: no scan of the flow table
   for (Flow& f : flows_.flows()) {
     if (!f.used || f.tail.empty()) continue;
     const size_t n =
         peers_[f.peer]->conn->write(f.stream, f.tail.data(), f.tail.size(), false, now);
     f.tail.erase(f.tail.begin(), f.tail.begin() + static_cast<std::ptrdiff_t>(n));
+    if (f.tail.empty()) --tails_;
   }
 }
 

@@ -198,6 +198,7 @@ class Gateway {
   uint64_t window_total_ = 0, last_window_total_ = 0;
   uint32_t window_flows_ = 0, last_window_flows_ = 0;
   bool moved_ = false;
+  uint32_t tails_ = 0;  ///< flows holding a partly written record
 
   mutable std::mutex snap_mu_;
   nlohmann::ordered_json snap_;
