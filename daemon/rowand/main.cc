@@ -94,6 +94,9 @@ int run(const rowan::gw::GatewayConfig& cfg) {
         sd_notify(0, "RELOADING=1");
         try {
           const gw::GatewayConfig fresh = gw::load_config(cfg.path);
+          for (const auto& section : gw::reload_blockers(cfg, fresh)) {
+            spdlog::warn("reload: changes to {} need a restart; keeping the running ones", section);
+          }
           spdlog::info("reloaded {}: {}", cfg.path, gateway.reload(fresh));
         } catch (const gw::ConfigError& e) {
           for (const auto& line : e.errors()) spdlog::error("reload rejected: {}", line);
