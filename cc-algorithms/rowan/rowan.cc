@@ -21,6 +21,12 @@ constexpr uint64_t kMaxBwRounds = 10;
 // A loss ratio needs a few losses to mean anything (one loss in a 10-packet
 // first round is not a policer).
 constexpr uint64_t kMinHeavyLossPackets = 4;
+// Noise floor of the target: kNoiseGain × the noise of the RTT signal, at
+// most min(base RTT / kNoiseRttDiv + kNoiseFixed, base RTT / 4) (within the
+// queueing budget of 0.05 × base RTT + 1 ms).
+constexpr int64_t kNoiseGain = 4;
+constexpr int64_t kNoiseRttDiv = 40;
+constexpr Duration kNoiseFixed = Duration::from_us(750);
 constexpr Duration kQuantumTime = Duration::from_us(25);
 constexpr Bytes kMaxQuantum = 64 * 1024;
 
@@ -146,7 +152,18 @@ Duration Rowan::target() const {
     fr = std::min(fr, base_rtt_ / 2);
   }
   const Duration floor = c.is_zero() ? Duration::zero() : c.transfer_time(2 * mss_);
-  return std::max(tq, floor) + fr;
+  return std::max({tq, floor, noise_floor()}) + fr;
+}
+
+Duration Rowan::noise_floor() const {
+  // RTT samples that are late by up to `rtt_noise_` put the standing-RTT
+  // estimate that far above the true minimum with no queue at all: a target
+  // below that reads measurement noise as standing queue and keeps cutting.
+  // Bounded by the queueing budget (a share of the base RTT plus a fixed part
+  // for the scheduling noise of end hosts), so a noiseless path keeps its
+  // small target and a noisy one can never justify a large queue.
+  const Duration limit = std::min(base_rtt_ / kNoiseRttDiv + kNoiseFixed, base_rtt_ / 4);
+  return std::min(rtt_noise_ * kNoiseGain, limit);
 }
 
 Bytes Rowan::send_quantum() const {
@@ -227,6 +244,16 @@ void Rowan::end_round(const AckEvent& ev) {
   round_min_rtt_ = Duration::infinite();
   if (first || dur.ns() <= 0 || acked == 0) return;
   ++rounds_;
+  // Noise of the delay signal: how far the standing RTT (min over srtt/4)
+  // sits above the round's minimum. A queue that stands still, or moves by a
+  // few packets per round, keeps the two together; a host that is late in
+  // bursts (busy cores, sleeping event loops, a software path) lifts the
+  // short-window minimum and not the round's.
+  if (!round_min.is_infinite() && !srtt_.is_zero()) {
+    const Duration standing = standing_rtt_.get();
+    const Duration spread = standing > round_min ? standing - round_min : Duration::zero();
+    rtt_noise_ = rtt_noise_ + (spread - rtt_noise_) / 8;
+  }
   const BitsPerSec d = BitsPerSec::from_bytes_per(acked, dur);
   last_delivery_rate_ = d;
   if (!app_limited || d > max_bw_.get()) max_bw_.update(d, rounds_);
@@ -263,7 +290,6 @@ void Rowan::end_round(const AckEvent& ev) {
     rate_ = cap(next);
     return;
   }
-  (void)round_min;
   // One decision per feedback loop: the previous change must have shown up in
   // the RTT samples (packets sent after it acked) before the next one.
   if (!fresh_ && !heavy_loss) {
@@ -326,6 +352,10 @@ void Rowan::steady_update(BitsPerSec d, BitsPerSec delivered, bool app_limited, 
     uint64_t r = ratio(q - t, rtt, kOne) * config_.gain_down / kOne;
     r = std::min<uint64_t>(r, config_.max_decrease);
     next = mul_frac(anchor, kOne - r);
+    // An app-limited flow sends less than its pacing rate, so cutting the
+    // pacing rate toward what it sends drains nothing: keep a margin above
+    // the delivered rate, so the flow can grow as soon as it is cwnd-limited.
+    if (app_limited) next = std::max(next, std::min(rate_, mul_frac(delivered, kOne * 5 / 4)));
   }
 
   // Loss: noise unless it comes with a queue well above target, or is heavy.

@@ -81,6 +81,9 @@ class Rowan final : public CongestionController {
   Duration queue_delay() const { return queue_; }
   /// This flow's current target queueing delay (target_queue + flow scaling).
   Duration target() const;
+  /// The part of the target that covers RTT measurement noise (0 on a
+  /// noiseless path).
+  Duration noise_floor() const;
   /// The capacity the flow scales against: the hinted link rate, or the
   /// windowed-max delivery rate.
   BitsPerSec capacity() const;
@@ -104,7 +107,8 @@ class Rowan final : public CongestionController {
   Bytes cwnd_;
   // RTT state.
   Duration srtt_;
-  Duration base_rtt_;  ///< propagation estimate: min RTT (hint-aware)
+  Duration rtt_noise_;  ///< mean excess of the standing RTT over the round's min
+  Duration base_rtt_;   ///< propagation estimate: min RTT (hint-aware)
   TimeMinFilter<Duration, TimePoint, Duration> min_rtt_;
   TimeMinFilter<Duration, TimePoint, Duration> standing_rtt_;
   Duration queue_;  ///< standing RTT − base RTT

@@ -41,6 +41,13 @@ struct SimConfig {
   Bytes mss = 1400;
   uint32_t ack_every = 1;
   uint64_t seed = 1;
+  /// RTT measurement noise: each RTT sample the sender sees is late by a
+  /// uniform [0, rtt_noise] (timestamps of a busy or sleeping host, a software
+  /// path); the packets themselves are not delayed. A new lateness is drawn
+  /// every rtt_noise_period (0: every sample), so the noise can be correlated
+  /// in time like a host that sleeps or is busy for a while.
+  Duration rtt_noise = Duration::zero();
+  Duration rtt_noise_period = Duration::zero();
   Duration sample_interval = Duration::from_ms(100);  ///< throughput series bucket
 };
 
@@ -283,7 +290,15 @@ class MiniSim {
       f.round_start_pending = true;
     }
     if (f.unacked_in_batch < cfg_.ack_every && pn + 1 < f.next_pn) return;
-    const Duration rtt = now_ - p.sent;
+    Duration rtt = now_ - p.sent;
+    if (!cfg_.rtt_noise.is_zero()) {
+      if (now_ >= noise_until_) {
+        noise_ = Duration::from_ns(
+            static_cast<int64_t>(uni_(rng_) * static_cast<double>(cfg_.rtt_noise.ns())));
+        noise_until_ = now_ + cfg_.rtt_noise_period;
+      }
+      rtt = rtt + noise_;
+    }
     f.min_rtt = f.min_rtt.is_zero() ? rtt : std::min(f.min_rtt, rtt);
     AckEvent ev;
     ev.now = now_;
@@ -338,6 +353,8 @@ class MiniSim {
   SimConfig cfg_;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uni_{0.0, 1.0};
+  Duration noise_;  ///< current RTT-sample lateness (rtt_noise)
+  TimePoint noise_until_;
   std::vector<Flow> flows_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0;

@@ -254,6 +254,31 @@ TEST(Rowan, TwoFlowsShareFairlyAndKeepQueueShort) {
   EXPECT_LE(sim.queue_delay_percentile(0.95), rtt / 20 + Duration::from_ms(1));
 }
 
+// RTT measurement noise (a software path: busy cores, sleeping event loops)
+// is not queueing: with RTT samples late by a uniform 0–2 ms (±1 ms around a
+// 20 ms path), a new lateness every 3 ms (a host busy or asleep for a while),
+// the flagship must keep the link busy instead of reading the noise as a
+// standing queue and cutting without end (it fell to ~20% before).
+// Checked with and without path hints (the testbed gateways may give none).
+TEST(Rowan, RttJitterIsNotQueue) {
+  const BitsPerSec link = BitsPerSec::from_mbps(200);
+  const Duration rtt = Duration::from_ms(19);
+  for (const bool hinted : {true, false}) {
+    rowan::test::FakeClock clock{TimePoint::zero()};
+    test::SimConfig sc{link, link.bytes_in(rtt) * 2, 0.001, kMss};
+    sc.rtt_noise = Duration::from_ms(2);
+    sc.rtt_noise_period = Duration::from_ms(3);
+    test::MiniSim sim(sc, {test::SimFlowSpec{rtt}});
+    sim.set_cc(0,
+               hinted ? make(clock, link, rtt) : make(clock, BitsPerSec::zero(), Duration::zero()));
+    sim.run(at(Duration::from_s(6)), at(Duration::from_s(2)));
+    EXPECT_GT(sim.utilization(), 0.8) << "hinted=" << hinted;
+    // The queue the flow itself builds still stays within the budget.
+    EXPECT_LE(sim.queue_delay_percentile(0.95), rtt / 20 + Duration::from_ms(1))
+        << "hinted=" << hinted;
+  }
+}
+
 TEST(RowanParams, ParsesAndRejects) {
   rowan::test::FakeClock clock;
   PathHints hints;
