@@ -152,7 +152,12 @@ Duration Rowan::target() const {
     fr = std::min(fr, base_rtt_ / 2);
   }
   const Duration floor = c.is_zero() ? Duration::zero() : c.transfer_time(2 * mss_);
-  return std::max({tq, floor, noise_floor()}) + fr;
+  // The noise floor scales with √share: many flows that each hold a small
+  // share move the queue within a round (that is not noise), and a small flow
+  // already has the flow-scaling term.
+  const Duration nf = Duration::from_ns(static_cast<int64_t>(
+      static_cast<u128>(noise_floor().ns()) * std::min<uint64_t>(sqrt_share, kOne) / kOne));
+  return std::max({tq, floor, nf}) + fr;
 }
 
 Duration Rowan::noise_floor() const {
