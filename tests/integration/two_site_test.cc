@@ -25,31 +25,16 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/paths.h"
+#include "tools/shell.h"
 
 namespace rowan::test {
 namespace {
 
 using nlohmann::json;
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-// Runs a shell command; returns its exit status and stdout (stderr passes through).
-Result run(const std::string& cmd) {
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-bool have(const std::string& tool) { return run("command -v " + tool + " >/dev/null").status == 0; }
+using Result = ShellResult;
+Result run(const std::string& cmd) { return shell(cmd); }
+bool have(const std::string& tool) { return have_tool(tool); }
 
 class TwoSiteTest : public ::testing::Test {
  protected:
