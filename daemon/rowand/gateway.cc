@@ -509,6 +509,11 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
     drop(Drop::kNotLocal);
     return;
   }
+  if (dst.version != 4) {
+    // IPv6 neighbour discovery is not implemented: no MAC to send to.
+    drop(Drop::kNeighborPending);
+    return;
+  }
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
     drop(Drop::kNoMbuf);
@@ -523,11 +528,6 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
   std::memcpy(eth + 6, mac_.data(), 6);
   store_be16(eth + 12, (ip[0] >> 4) == 4 ? kEthIpv4 : kEthIpv6);
   std::memcpy(eth + kEthLen, ip, len);
-  if (dst.version != 4) {
-    // IPv6 neighbour discovery is not implemented: no MAC to send to.
-    drop(Drop::kNeighborPending, m);
-    return;
-  }
   NeighborTable::Entry* e = neigh_.find_or_add(dst);
   if (e != nullptr && e->resolved) {
     std::memcpy(eth, e->mac.data(), 6);
