@@ -1,0 +1,172 @@
+#include "split/requester.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rowan::split {
+
+using roce::psn_add;
+using roce::psn_diff;
+using roce::psn_le;
+using roce::psn_lt;
+
+Requester::Requester(const RequesterConfig& cfg)
+    : cfg_(cfg),
+      slots_(std::max<uint32_t>(cfg.slots, 1)),
+      entries_(slots_),
+      storage_(static_cast<size_t>(slots_) * cfg.slot_bytes),
+      rto_cur_(cfg.rto) {}
+
+void Requester::start(uint32_t next_psn) noexcept {
+  started_ = true;
+  failed_ = false;
+  head_ = count_ = send_ = 0;
+  bytes_ = 0;
+  start_psn_ = next_psn_ = next_psn & roce::kPsnMask;
+  retries_ = 0;
+  rto_cur_ = cfg_.rto;
+  timer_ = TimePoint::infinite();
+  rnr_until_ = TimePoint::zero();
+}
+
+PushResult Requester::push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_t psn,
+                           uint32_t dma_len, TimePoint now) noexcept {
+  (void)now;
+  if (started_ && psn_lt(psn, next_psn_)) return PushResult::kDuplicate;
+  if (pkt.size() > cfg_.slot_bytes) return PushResult::kTooLarge;
+  if (count_ == slots_) return PushResult::kFull;
+  const uint32_t slot = (head_ + count_) % slots_;
+  Entry& e = entries_[slot];
+  e.psn = psn;
+  e.span = psn_span(opcode, dma_len, cfg_.pmtu);
+  e.len = static_cast<uint32_t>(pkt.size());
+  e.opcode = opcode;
+  e.sent = false;
+  std::memcpy(storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, pkt.data(),
+              pkt.size());
+  ++count_;
+  bytes_ += e.len;
+  next_psn_ = psn_add(psn, e.span);
+  ++stats_.pushed;
+  return PushResult::kStored;
+}
+
+bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noexcept {
+  if (failed_ || send_ >= count_ || now < rnr_until_) return false;
+  const uint32_t slot = (head_ + send_) % slots_;
+  Entry& e = entries_[slot];
+  if (e.sent) {
+    ++stats_.retransmitted;
+  }
+  e.sent = true;
+  ++stats_.transmitted;
+  ++send_;
+  if (timer_.is_infinite()) timer_ = now + rto_cur_;
+  *pkt = {storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, e.len};
+  return true;
+}
+
+bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexcept {
+  bool progress = false;
+  while (count_ > 0) {
+    const Entry& e = at(0);
+    const int32_t d = psn_diff(last_psn(e), psn);
+    if (d > 0 || (d == 0 && !inclusive)) break;
+    // Never free what was not sent: an ACK cannot cover it (a stale or bogus
+    // PSN from before a wrap).
+    if (!e.sent) break;
+    bytes_ -= e.len;
+    head_ = (head_ + 1) % slots_;
+    --count_;
+    if (send_ > 0) --send_;
+    ++stats_.acked;
+    progress = true;
+  }
+  if (progress) {
+    retries_ = 0;
+    rto_cur_ = cfg_.rto;
+    timer_ = send_ > 0 ? now + rto_cur_ : TimePoint::infinite();
+  }
+  return progress;
+}
+
+void Requester::go_back() noexcept {
+  send_ = 0;
+  timer_ = TimePoint::infinite();  // re-armed by the retransmission
+}
+
+Event Requester::on_aeth(uint32_t psn, uint8_t syndrome, TimePoint now) noexcept {
+  if (!started_ || failed_) return Event::kNone;
+  const auto kind = static_cast<roce::AethKind>(syndrome >> 5);
+  const uint8_t value = syndrome & 0x1F;
+  switch (kind) {
+    case roce::AethKind::kAck:
+      free_through(psn, true, now);
+      return Event::kNone;
+    case roce::AethKind::kRnrNak:
+      free_through(psn, false, now);
+      ++stats_.rnr_naks;
+      if (count_ == 0 || at(0).psn != psn) return Event::kNone;  // stale
+      go_back();
+      rnr_until_ = now + Duration::from_us(rnr_timer_us(value));
+      return Event::kNone;
+    case roce::AethKind::kNak:
+      if (value == static_cast<uint8_t>(roce::NakCode::kPsnSequenceError)) {
+        ++stats_.seq_naks;
+        const bool progress = free_through(psn, false, now);
+        if (count_ == 0 || at(0).psn != psn) return Event::kNone;  // stale
+        if (!progress && ++retries_ > cfg_.max_retries) {
+          failed_ = true;
+          fatal_syndrome_ = syndrome;
+          return Event::kRetryExceeded;
+        }
+        go_back();
+        return Event::kNone;
+      }
+      free_through(psn, false, now);
+      ++stats_.fatal_naks;
+      failed_ = true;
+      fatal_syndrome_ = syndrome;
+      return Event::kFatal;
+    case roce::AethKind::kReserved:
+      break;
+  }
+  return Event::kNone;
+}
+
+void Requester::on_response(uint8_t opcode, uint32_t psn, TimePoint now) noexcept {
+  if (!started_ || failed_) return;
+  const bool last = opcode == roce::op::kRcReadResponseLast ||
+                    opcode == roce::op::kRcReadResponseOnly || opcode == roce::op::kRcAtomicAck;
+  if (!last && !is_read_response(opcode)) return;
+  if (!free_through(psn, last, now) && !last) {
+    // A middle response is progress for the READ in flight: push the timer.
+    if (send_ > 0) timer_ = now + rto_cur_;
+  }
+}
+
+Event Requester::poll(TimePoint now) noexcept {
+  if (failed_ || timer_.is_infinite() || now < timer_) return Event::kNone;
+  if (count_ == 0 || send_ == 0) {
+    timer_ = TimePoint::infinite();
+    return Event::kNone;
+  }
+  ++stats_.timeouts;
+  if (++retries_ > cfg_.max_retries) {
+    failed_ = true;
+    fatal_syndrome_ = syndrome::nak(roce::NakCode::kRemoteOperationalError);
+    return Event::kRetryExceeded;
+  }
+  rto_cur_ = std::min(rto_cur_ + rto_cur_, cfg_.max_rto);
+  go_back();
+  return Event::kNone;
+}
+
+TimePoint Requester::next_timeout() const noexcept {
+  if (failed_) return TimePoint::infinite();
+  TimePoint t = timer_;
+  if (send_ < count_) t = std::min(t, rnr_until_);
+  return t;
+}
+
+}  // namespace rowan::split

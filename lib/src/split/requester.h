@@ -1,0 +1,140 @@
+// The egress side of split mode: an RC requester toward the remote responder
+// (IBA vol. 1 ch. 9.7.1-9.7.3 and 9.9 "requester side behaviour"; Linux
+// rxe_req.c / rxe_comp.c).
+//
+// The peer gateway has already acknowledged these packets to the original
+// requester, so this side owns them: it keeps a copy of every request packet
+// (with its original PSN) until the remote host acknowledges it, transmits
+// in PSN order, and retransmits go-back-N from the NAKed PSN on a
+// NAK-sequence-error, from the oldest unacknowledged packet when its own
+// timer runs out (exponential back-off, at most `max_retries` times without
+// progress), and after the RNR NAK's timer (IBA table 45) on an RNR NAK. A
+// fatal NAK (invalid request, remote access or operational error) or
+// exhausted retries is reported to the caller, which fails the flow toward
+// the original requester.
+//
+// ACKs are cumulative: an ACK for PSN p frees every packet whose last PSN is
+// ≤ p. READ responses and atomic ACKs acknowledge what came before them. A
+// READ request consumes one PSN per response packet (its span).
+//
+// Memory: `slots` fixed-size slots of `slot_bytes`, allocated once at
+// construction (when the flow is paired); nothing per packet. Times are
+// passed in. Single-threaded: the packet lcore only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/units.h"
+#include "split/opcodes.h"
+
+namespace rowan::split {
+
+struct RequesterConfig {
+  uint32_t slots = 1024;       ///< packets held (the window toward the remote host)
+  uint32_t slot_bytes = 4200;  ///< largest packet stored (IP packet, local MTU)
+  uint32_t pmtu = 1024;        ///< path MTU toward the remote host (READ spans)
+  Duration rto = Duration::from_ms(4);
+  Duration max_rto = Duration::from_ms(500);
+  uint32_t max_retries = 7;  ///< timeouts / repeated NAKs without progress
+};
+
+enum class PushResult : uint8_t {
+  kStored,     ///< held; next_transmit() hands it out
+  kDuplicate,  ///< PSN before the window: deliver it as it is, do not hold it
+  kFull,       ///< no slot: try again after ACKs
+  kTooLarge,   ///< larger than a slot
+};
+
+enum class Event : uint8_t {
+  kNone,
+  kFatal,          ///< a fatal NAK: fatal_syndrome() says which
+  kRetryExceeded,  ///< the remote host stopped answering
+};
+
+struct RequesterStats {
+  uint64_t pushed = 0;
+  uint64_t transmitted = 0;
+  uint64_t retransmitted = 0;
+  uint64_t acked = 0;  ///< packets freed
+  uint64_t seq_naks = 0;
+  uint64_t rnr_naks = 0;
+  uint64_t fatal_naks = 0;
+  uint64_t timeouts = 0;
+};
+
+class Requester {
+ public:
+  explicit Requester(const RequesterConfig& cfg = {});
+
+  /// Starts the window at `next_psn`, the first PSN this side will own.
+  void start(uint32_t next_psn) noexcept;
+
+  /// A request packet (`opcode`, `psn`, READ `dma_len`) from the peer
+  /// gateway, in PSN order.
+  PushResult push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_t psn, uint32_t dma_len,
+                  TimePoint now) noexcept;
+
+  /// The next packet to send to the remote host at `now`, if any (new
+  /// packets and go-back retransmissions, not during an RNR wait). The span
+  /// stays valid until the next push/on_* call.
+  bool next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noexcept;
+
+  /// An ACK / RNR NAK / NAK (AETH `syndrome`) for `psn` from the remote host.
+  Event on_aeth(uint32_t psn, uint8_t syndrome, TimePoint now) noexcept;
+  /// A READ response or atomic ACK from the remote host (carried on to the
+  /// original requester by the caller).
+  void on_response(uint8_t opcode, uint32_t psn, TimePoint now) noexcept;
+
+  /// Timers (retransmission). Returns kRetryExceeded when giving up.
+  Event poll(TimePoint now) noexcept;
+  /// When poll() or next_transmit() must run next.
+  TimePoint next_timeout() const noexcept;
+
+  bool full() const { return count_ == slots_; }
+  uint32_t in_window() const { return count_; }
+  uint64_t bytes_held() const { return bytes_; }
+  uint32_t start_psn() const { return start_psn_; }
+  uint32_t next_psn() const { return next_psn_; }
+  bool failed() const { return failed_; }
+  uint8_t fatal_syndrome() const { return fatal_syndrome_; }
+  const RequesterStats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    uint32_t psn = 0;
+    uint32_t span = 1;
+    uint32_t len = 0;
+    uint8_t opcode = 0;
+    bool sent = false;  ///< transmitted at least once
+  };
+  Entry& at(uint32_t i) { return entries_[(head_ + i) % slots_]; }
+  const Entry& at(uint32_t i) const { return entries_[(head_ + i) % slots_]; }
+  uint32_t last_psn(const Entry& e) const { return roce::psn_add(e.psn, e.span - 1); }
+  /// Frees entries whose last PSN is before (`inclusive`: up to) `psn`.
+  bool free_through(uint32_t psn, bool inclusive, TimePoint now) noexcept;
+  void go_back() noexcept;
+
+  RequesterConfig cfg_;
+  uint32_t slots_;
+  std::vector<Entry> entries_;
+  std::vector<uint8_t> storage_;
+  uint32_t head_ = 0;
+  uint32_t count_ = 0;
+  uint32_t send_ = 0;  ///< index (from head) of the next entry to transmit
+  uint64_t bytes_ = 0;
+  uint32_t start_psn_ = 0;
+  uint32_t next_psn_ = 0;
+  bool started_ = false;
+  bool failed_ = false;
+  uint8_t fatal_syndrome_ = 0;
+  uint32_t retries_ = 0;
+  Duration rto_cur_;
+  TimePoint timer_ =
+      TimePoint::infinite();  ///< retransmission deadline (armed when sent data waits)
+  TimePoint rnr_until_;
+  RequesterStats stats_;
+};
+
+}  // namespace rowan::split

@@ -1,0 +1,196 @@
+#include "split/responder.h"
+
+namespace rowan::split {
+
+using roce::psn_add;
+using roce::psn_diff;
+using roce::psn_le;
+using roce::psn_lt;
+
+void Responder::start(uint32_t expected_psn, uint32_t msn, bool base_confirmed) noexcept {
+  started_ = true;
+  base_confirmed_ = base_confirmed;
+  failed_ = false;
+  base_ = expected_psn & roce::kPsnMask;
+  expected_ = base_;
+  msn_ = msn & roce::kPsnMask;
+  acked_psn_ = psn_add(base_, -1);
+  acked_msn_ = msn_;
+  unacked_ = 0;
+  ack_due_ = TimePoint::infinite();
+  in_nak_episode_ = false;
+  nreads_ = 0;
+  read_head_ = 0;
+}
+
+void Responder::make_ack(Reply& r) noexcept {
+  r.send = true;
+  r.syndrome = syndrome::kAckUnlimited;
+  r.psn = psn_add(expected_, -1);
+  r.msn = msn_;
+  acked_psn_ = r.psn;
+  acked_msn_ = msn_;
+  unacked_ = 0;
+  ack_due_ = TimePoint::infinite();
+  ++stats_.acks;
+}
+
+void Responder::maybe_cnp(bool over_share, TimePoint now, Reply& r) noexcept {
+  if (!over_share) return;
+  if (cnp_sent_ && now - last_cnp_ < cfg_.cnp_interval) return;
+  r.cnp = true;
+  last_cnp_ = now;
+  cnp_sent_ = true;
+  ++stats_.cnps;
+}
+
+void Responder::nak_sequence(TimePoint now, Reply& r) noexcept {
+  // A NAK acknowledges every PSN before it: never while passthrough packets
+  // are unconfirmed or a READ/atomic response is still on its way.
+  if (!base_confirmed_ || nreads_ != 0) return;
+  if (in_nak_episode_ && now - last_nak_ < cfg_.nak_retry) return;
+  in_nak_episode_ = true;
+  last_nak_ = now;
+  r.send = true;
+  r.syndrome = syndrome::nak(roce::NakCode::kPsnSequenceError);
+  r.psn = expected_;
+  r.msn = msn_;
+  acked_psn_ = psn_add(expected_, -1);
+  acked_msn_ = msn_;
+  unacked_ = 0;
+  ack_due_ = TimePoint::infinite();
+  ++stats_.naks;
+}
+
+Verdict Responder::on_request(const Request& req, bool room, bool over_share, TimePoint now,
+                              Reply& reply) noexcept {
+  reply = Reply{};
+  const ReqKind kind = request_kind(req.opcode);
+  if (!started_ || kind == ReqKind::kOther) return Verdict::kDrop;
+  if (failed_) {
+    reply.send = true;
+    reply.syndrome = fail_syndrome_;
+    reply.psn = req.psn;
+    reply.msn = msn_;
+    ++stats_.failed_requests;
+    return Verdict::kDrop;
+  }
+  const int32_t d = psn_diff(req.psn, expected_);
+  if (d > 0) {
+    ++stats_.out_of_sequence;
+    nak_sequence(now, reply);
+    return Verdict::kDrop;
+  }
+  if (d < 0) {
+    ++stats_.duplicates;
+    // A retransmission of a passthrough packet, or a repeated READ/atomic:
+    // the remote host answers it (as a responder answers duplicates).
+    if (!base_confirmed_ && psn_lt(req.psn, base_)) return Verdict::kCarry;
+    if (kind != ReqKind::kData) return Verdict::kCarry;
+    if (may_ack()) {
+      make_ack(reply);
+    } else if (base_confirmed_ && !failed_) {
+      reply.send = true;  // the last ACK again (it stops before the oldest READ)
+      reply.syndrome = syndrome::kAckUnlimited;
+      reply.psn = acked_psn_;
+      reply.msn = acked_msn_;
+      ++stats_.acks;
+    }
+    return Verdict::kDrop;
+  }
+  // In sequence.
+  if (!room) {
+    ++stats_.no_room;
+    nak_sequence(now, reply);
+    maybe_cnp(true, now, reply);
+    return Verdict::kDrop;
+  }
+  if (kind != ReqKind::kData && nreads_ == kMaxReads) {
+    // More outstanding READs/atomics than any QP may have: not ours to judge,
+    // but we cannot track it; the requester retries.
+    ++stats_.no_room;
+    return Verdict::kDrop;
+  }
+  in_nak_episode_ = false;
+  if (kind == ReqKind::kData) {
+    expected_ = psn_add(expected_, 1);
+    if (ends_message(req.opcode)) msn_ = (msn_ + 1) & roce::kPsnMask;
+    ++unacked_;
+    ++stats_.accepted;
+    if (may_ack()) {
+      if (req.ack_req || unacked_ >= cfg_.ack_every) {
+        make_ack(reply);
+      } else if (ack_due_.is_infinite()) {
+        ack_due_ = now + cfg_.ack_delay;
+      }
+    } else if (ack_due_.is_infinite()) {
+      ack_due_ = now + cfg_.ack_delay;
+    }
+  } else {
+    if (may_ack() && unacked_ > 0) make_ack(reply);  // what came before the READ
+    const uint32_t span = psn_span(req.opcode, req.dma_len, cfg_.pmtu);
+    Read& rd = reads_[(read_head_ + nreads_) % kMaxReads];
+    rd.first = req.psn;
+    rd.last = psn_add(req.psn, span - 1);
+    rd.msn_before = msn_;
+    ++nreads_;
+    expected_ = psn_add(expected_, span);
+    msn_ = (msn_ + 1) & roce::kPsnMask;
+    ++stats_.forwarded;
+  }
+  maybe_cnp(over_share, now, reply);
+  return Verdict::kCarry;
+}
+
+void Responder::on_response(uint8_t opcode, uint32_t psn, TimePoint now, Reply& reply) noexcept {
+  reply = Reply{};
+  const bool completes = opcode == roce::op::kRcReadResponseLast ||
+                         opcode == roce::op::kRcReadResponseOnly ||
+                         opcode == roce::op::kRcAtomicAck;
+  if (!completes) return;
+  bool popped = false;
+  while (nreads_ > 0 && psn_le(reads_[read_head_].last, psn)) {
+    read_head_ = (read_head_ + 1) % kMaxReads;
+    --nreads_;
+    popped = true;
+  }
+  if (!popped) return;
+  // The responses carry the remote host's MSN through the READ; what we
+  // accepted after it is ours to acknowledge now.
+  if (nreads_ == 0 && unacked_ == 0) {
+    acked_psn_ = psn_add(expected_, -1);
+    acked_msn_ = msn_;
+  }
+  if (may_ack() && unacked_ > 0) {
+    make_ack(reply);
+  } else if (unacked_ > 0 && ack_due_.is_infinite()) {
+    ack_due_ = now + cfg_.ack_delay;
+  }
+}
+
+void Responder::on_relayed_ack(uint32_t through) noexcept {
+  if (base_confirmed_) return;
+  if (psn_le(psn_add(base_, -1), through)) {
+    base_confirmed_ = true;
+    if (unacked_ > 0) ack_due_ = TimePoint::zero();  // ACK at the next poll
+  }
+}
+
+void Responder::fail(uint8_t syndrome) noexcept {
+  failed_ = true;
+  fail_syndrome_ = syndrome;
+  unacked_ = 0;
+  ack_due_ = TimePoint::infinite();
+}
+
+void Responder::poll(TimePoint now, Reply& reply) noexcept {
+  reply = Reply{};
+  if (unacked_ > 0 && may_ack() && now >= ack_due_) make_ack(reply);
+}
+
+TimePoint Responder::next_timeout() const noexcept {
+  if (unacked_ == 0 || !may_ack()) return TimePoint::infinite();
+  return ack_due_;
+}
+
+}  // namespace rowan::split

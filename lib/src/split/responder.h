@@ -1,0 +1,154 @@
+// The ingress side of split mode: an RC responder toward the local requester
+// (IBA vol. 1 ch. 9.7.4-9.7.5, "responder side behaviour"; Linux rxe_resp.c).
+//
+// It accepts SEND and RDMA WRITE packets in PSN order once the gateway has
+// room for them (the caller carries them to the peer gateway), and answers
+// with ACKs carrying the responder's MSN: coalesced, at once when the packet
+// asks for one (AckReq) or after `ack_every` packets, otherwise after
+// `ack_delay`. An out-of-sequence PSN gets one NAK-sequence-error per episode
+// (again after `nak_retry` if the requester does not come back); a duplicate
+// gets the current ACK again. READ and atomic requests are forwarded: their
+// responses come from the remote host, and no ACK goes past them until their
+// response has passed the gateway (an ACK beyond an outstanding READ would
+// tell the requester the response was lost).
+//
+// A flow paired mid-stream starts with a "base" PSN: packets before it were
+// carried in passthrough and are acknowledged by the remote host. Until a
+// relayed ACK covers the base, the responder neither ACKs nor NAKs (either
+// would acknowledge passthrough packets the remote host may not have), and
+// retransmissions below the base are forwarded again.
+//
+// State: PSNs are 24-bit (mod 2^24), MSN 24-bit, times are TimePoints passed
+// in by the caller. No allocation after construction. Single-threaded: the
+// packet lcore only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "base/units.h"
+#include "split/opcodes.h"
+
+namespace rowan::split {
+
+struct ResponderConfig {
+  uint32_t pmtu = 1024;                           ///< path MTU toward the requester (READ spans)
+  uint32_t ack_every = 16;                        ///< ACK at least every N accepted packets
+  Duration ack_delay = Duration::from_us(20);     ///< longest an accepted packet waits for its ACK
+  Duration nak_retry = Duration::from_us(500);    ///< re-NAK when the requester does not go back
+  Duration cnp_interval = Duration::from_us(50);  ///< at most one CNP per interval (DCQCN)
+};
+
+/// A request as the responder needs it.
+struct Request {
+  uint8_t opcode = 0;
+  uint32_t psn = 0;
+  bool ack_req = false;
+  uint32_t dma_len = 0;  ///< READ: RETH DMA length
+};
+
+/// What the caller does with the request packet.
+enum class Verdict : uint8_t {
+  kCarry,  ///< new: carry it to the peer gateway (in order)
+  kDrop,   ///< out of sequence, no room, a duplicate already answered, or failed
+};
+
+/// What the caller sends back to the requester (after carrying the packet).
+struct Reply {
+  bool send = false;
+  uint8_t syndrome = 0;  ///< AETH syndrome (ACK, RNR NAK or NAK)
+  uint32_t psn = 0;
+  uint32_t msn = 0;
+  bool cnp = false;  ///< also send a CNP to the requester's QP
+};
+
+struct ResponderStats {
+  uint64_t accepted = 0;
+  uint64_t forwarded = 0;  ///< READ / atomic requests
+  uint64_t duplicates = 0;
+  uint64_t out_of_sequence = 0;
+  uint64_t no_room = 0;
+  uint64_t acks = 0;
+  uint64_t naks = 0;
+  uint64_t cnps = 0;
+  uint64_t failed_requests = 0;
+};
+
+class Responder {
+ public:
+  static constexpr uint32_t kMaxReads = 16;  ///< IBA max_rd_atomic
+
+  explicit Responder(const ResponderConfig& cfg = {}) : cfg_(cfg) {}
+
+  /// Starts at `expected_psn` (the next PSN the requester sends) with `msn`
+  /// messages completed. `base_confirmed`: false when packets before
+  /// `expected_psn` were passthrough and are not yet acknowledged end to end.
+  void start(uint32_t expected_psn, uint32_t msn, bool base_confirmed) noexcept;
+
+  /// A request packet from the local requester at `now`. `room`: the gateway
+  /// can carry it now; `over_share`: the flow's backlog is past its share of
+  /// the WAN budget (send a CNP). Fills `reply` when something goes back.
+  Verdict on_request(const Request& req, bool room, bool over_share, TimePoint now,
+                     Reply& reply) noexcept;
+
+  /// A READ response or atomic ACK from the remote host, on its way to the
+  /// requester (the caller delivers it). May release a held ACK into `reply`,
+  /// to be sent after the response.
+  void on_response(uint8_t opcode, uint32_t psn, TimePoint now, Reply& reply) noexcept;
+
+  /// An ACK or NAK from the remote host relayed to the requester (before the
+  /// base is confirmed): `through` is the last PSN it acknowledges.
+  void on_relayed_ack(uint32_t through) noexcept;
+
+  /// The egress reported a fatal NAK (`syndrome`): every later request is
+  /// answered with it and dropped.
+  void fail(uint8_t syndrome) noexcept;
+
+  /// Timers: a coalesced ACK whose delay ran out goes into `reply`.
+  void poll(TimePoint now, Reply& reply) noexcept;
+  /// When poll() must run next (infinite when nothing waits).
+  TimePoint next_timeout() const noexcept;
+
+  bool started() const { return started_; }
+  bool failed() const { return failed_; }
+  bool base_confirmed() const { return base_confirmed_; }
+  uint32_t expected_psn() const { return expected_; }
+  uint32_t msn() const { return msn_; }
+  uint32_t acked_psn() const { return acked_psn_; }  ///< last PSN acknowledged locally
+  uint32_t outstanding_reads() const { return nreads_; }
+  const ResponderStats& stats() const { return stats_; }
+
+ private:
+  struct Read {
+    uint32_t first = 0;  ///< request PSN
+    uint32_t last = 0;   ///< last response PSN
+    uint32_t msn_before = 0;
+  };
+  bool may_ack() const { return base_confirmed_ && nreads_ == 0 && !failed_; }
+  void make_ack(Reply& r) noexcept;
+  void maybe_cnp(bool over_share, TimePoint now, Reply& r) noexcept;
+  void nak_sequence(TimePoint now, Reply& r) noexcept;
+
+  ResponderConfig cfg_;
+  bool started_ = false;
+  bool base_confirmed_ = true;
+  bool failed_ = false;
+  uint8_t fail_syndrome_ = 0;
+  uint32_t base_ = 0;       ///< first PSN the responder owns
+  uint32_t expected_ = 0;   ///< next PSN in sequence
+  uint32_t msn_ = 0;        ///< messages completed (24 bits)
+  uint32_t acked_psn_ = 0;  ///< last ACK sent: PSN ...
+  uint32_t acked_msn_ = 0;  ///< ... and MSN
+  uint32_t unacked_ = 0;    ///< accepted packets since the last ACK
+  TimePoint ack_due_ = TimePoint::infinite();
+  bool in_nak_episode_ = false;
+  TimePoint last_nak_;
+  TimePoint last_cnp_;
+  bool cnp_sent_ = false;
+  std::array<Read, kMaxReads> reads_{};
+  uint32_t read_head_ = 0;
+  uint32_t nreads_ = 0;
+  ResponderStats stats_;
+};
+
+}  // namespace rowan::split

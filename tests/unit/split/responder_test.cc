@@ -1,0 +1,236 @@
+// The ingress responder: ordering, ACK coalescing and MSN, NAK episodes,
+// duplicates, READ holds, CNPs, failure, PSN wrap.
+#include "split/responder.h"
+
+#include <gtest/gtest.h>
+
+#include "tools/fake_clock.h"
+
+namespace rowan::split {
+namespace {
+
+namespace op = roce::op;
+using test::FakeClock;
+
+constexpr uint8_t kAck = syndrome::kAckUnlimited;
+const uint8_t kSeqNak = syndrome::nak(roce::NakCode::kPsnSequenceError);
+
+Request req(uint8_t opcode, uint32_t psn, bool ack_req = false, uint32_t dma_len = 0) {
+  return Request{opcode, psn & roce::kPsnMask, ack_req, dma_len};
+}
+
+class ResponderTest : public ::testing::Test {
+ protected:
+  Verdict send(const Request& r, bool room = true, bool over = false) {
+    return rsp_.on_request(r, room, over, clock_.now(), reply_);
+  }
+  FakeClock clock_;
+  ResponderConfig cfg_;
+  Responder rsp_{cfg_};
+  Reply reply_;
+};
+
+TEST_F(ResponderTest, AcksInOrderWithMsnOnAckReq) {
+  rsp_.start(100, 0, true);
+  EXPECT_EQ(send(req(op::kRcWriteFirst, 100)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);  // coalesced
+  EXPECT_EQ(send(req(op::kRcWriteMiddle, 101)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(send(req(op::kRcWriteLast, 102, true)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 102U);
+  EXPECT_EQ(reply_.msn, 1U);  // one message completed
+  EXPECT_EQ(send(req(op::kRcSendOnly, 103, true)), Verdict::kCarry);
+  EXPECT_EQ(reply_.psn, 103U);
+  EXPECT_EQ(reply_.msn, 2U);
+  EXPECT_EQ(rsp_.stats().acks, 2U);
+}
+
+TEST_F(ResponderTest, CoalescedAckAfterDelayAndEveryN) {
+  rsp_.start(0, 5, true);
+  for (uint32_t i = 0; i < cfg_.ack_every - 1; ++i) {
+    send(req(op::kRcSendMiddle, i));
+    EXPECT_FALSE(reply_.send) << i;
+  }
+  send(req(op::kRcSendMiddle, cfg_.ack_every - 1));
+  ASSERT_TRUE(reply_.send);  // the N-th packet forces an ACK
+  EXPECT_EQ(reply_.psn, cfg_.ack_every - 1);
+  EXPECT_EQ(reply_.msn, 5U);  // no message ended
+  send(req(op::kRcSendLast, cfg_.ack_every));
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(rsp_.next_timeout(), clock_.now() + cfg_.ack_delay);
+  clock_.advance(cfg_.ack_delay - Duration::from_ns(1));
+  rsp_.poll(clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);
+  clock_.advance(Duration::from_ns(1));
+  rsp_.poll(clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, cfg_.ack_every);
+  EXPECT_EQ(reply_.msn, 6U);
+  EXPECT_TRUE(rsp_.next_timeout().is_infinite());
+}
+
+TEST_F(ResponderTest, OutOfSequenceNaksOncePerEpisode) {
+  rsp_.start(10, 0, true);
+  send(req(op::kRcWriteOnly, 10, true));
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 12, true)), Verdict::kDrop);  // 11 lost
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 11U);
+  EXPECT_EQ(reply_.msn, 1U);
+  // The rest of the go-back-N window: dropped silently.
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 13, true)), Verdict::kDrop);
+  EXPECT_FALSE(reply_.send);
+  // ... unless the requester does not come back in time.
+  clock_.advance(cfg_.nak_retry);
+  send(req(op::kRcWriteOnly, 14, true));
+  EXPECT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 11U);
+  // The requester goes back: accepted in order, a new episode can NAK again.
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 11, true)), Verdict::kCarry);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 11U);
+  EXPECT_EQ(reply_.msn, 2U);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 13)), Verdict::kDrop);
+  EXPECT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(rsp_.stats().naks, 3U);
+}
+
+TEST_F(ResponderTest, DuplicateIsAckedAgainNotCarried) {
+  rsp_.start(50, 7, true);
+  send(req(op::kRcSendOnly, 50, true));
+  send(req(op::kRcSendOnly, 51, true));
+  EXPECT_EQ(send(req(op::kRcSendOnly, 50, true)), Verdict::kDrop);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 51U);
+  EXPECT_EQ(reply_.msn, 9U);
+  EXPECT_EQ(rsp_.stats().duplicates, 1U);
+  EXPECT_EQ(rsp_.stats().accepted, 2U);
+}
+
+TEST_F(ResponderTest, NoRoomDropsWithNakAndCnp) {
+  rsp_.start(0, 0, true);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 0), false), Verdict::kDrop);
+  EXPECT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_TRUE(reply_.cnp);
+  EXPECT_EQ(rsp_.stats().no_room, 1U);
+  EXPECT_EQ(rsp_.expected_psn(), 0U);
+}
+
+TEST_F(ResponderTest, CnpWhenOverShareRateLimited) {
+  rsp_.start(0, 0, true);
+  send(req(op::kRcWriteMiddle, 0), true, true);
+  EXPECT_TRUE(reply_.cnp);
+  send(req(op::kRcWriteMiddle, 1), true, true);
+  EXPECT_FALSE(reply_.cnp);  // within the interval
+  send(req(op::kRcWriteMiddle, 2), true, false);
+  EXPECT_FALSE(reply_.cnp);
+  clock_.advance(cfg_.cnp_interval);
+  send(req(op::kRcWriteMiddle, 3), true, true);
+  EXPECT_TRUE(reply_.cnp);
+  EXPECT_EQ(rsp_.stats().cnps, 2U);
+}
+
+TEST_F(ResponderTest, ReadHoldsAcksUntilItsResponsePasses) {
+  cfg_.pmtu = 1024;
+  rsp_ = Responder(cfg_);
+  rsp_.start(200, 0, true);
+  send(req(op::kRcWriteOnly, 200));  // not acked yet (no AckReq)
+  EXPECT_FALSE(reply_.send);
+  // READ of 3000 bytes: 3 response PSNs (201..203). The write before it is
+  // acknowledged first.
+  EXPECT_EQ(send(req(op::kRcReadRequest, 201, true, 3000)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 200U);
+  EXPECT_EQ(reply_.msn, 1U);
+  EXPECT_EQ(rsp_.expected_psn(), 204U);
+  // A write after the READ is accepted but not acknowledged past the READ.
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 204, true)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);
+  clock_.advance(Duration::from_ms(1));
+  rsp_.poll(clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);
+  // A duplicate meanwhile gets the ACK that stops before the READ.
+  send(req(op::kRcWriteOnly, 200, true));
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 200U);
+  // A duplicate READ goes to the remote host again.
+  EXPECT_EQ(send(req(op::kRcReadRequest, 201, true, 3000)), Verdict::kCarry);
+  // Out of sequence while the READ is outstanding: no NAK (it would ack the READ).
+  send(req(op::kRcWriteOnly, 206, true));
+  EXPECT_FALSE(reply_.send);
+  rsp_.on_response(op::kRcReadResponseFirst, 201, clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);
+  rsp_.on_response(op::kRcReadResponseLast, 203, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 204U);
+  EXPECT_EQ(reply_.msn, 3U);  // write, READ, write
+  EXPECT_EQ(rsp_.outstanding_reads(), 0U);
+}
+
+TEST_F(ResponderTest, AtomicIsForwardedAndReleasedByAtomicAck) {
+  rsp_.start(0, 0, true);
+  EXPECT_EQ(send(req(op::kRcFetchAdd, 0, true)), Verdict::kCarry);
+  EXPECT_EQ(rsp_.expected_psn(), 1U);
+  send(req(op::kRcSendOnly, 1, true));
+  EXPECT_FALSE(reply_.send);
+  rsp_.on_response(op::kRcAtomicAck, 0, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 1U);
+  EXPECT_EQ(reply_.msn, 2U);
+}
+
+TEST_F(ResponderTest, FatalNakFailsNextRequest) {
+  rsp_.start(0, 0, true);
+  send(req(op::kRcWriteOnly, 0, true));
+  const uint8_t access = syndrome::nak(roce::NakCode::kRemoteAccessError);
+  rsp_.fail(access);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 1, true)), Verdict::kDrop);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, access);
+  EXPECT_EQ(reply_.psn, 1U);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 1, true)), Verdict::kDrop);
+  EXPECT_EQ(reply_.syndrome, access);
+  EXPECT_EQ(rsp_.stats().failed_requests, 2U);
+}
+
+TEST_F(ResponderTest, PsnWrapsAt2To24) {
+  rsp_.start(0xFFFFFE, 0xFFFFFF, true);
+  send(req(op::kRcSendOnly, 0xFFFFFE));
+  send(req(op::kRcSendOnly, 0xFFFFFF));
+  EXPECT_EQ(send(req(op::kRcSendOnly, 0x000000, true)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_EQ(reply_.msn, 2U);                                              // MSN wraps at 2^24 too
+  EXPECT_EQ(send(req(op::kRcSendOnly, 0xFFFFFF, true)), Verdict::kDrop);  // duplicate
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_EQ(send(req(op::kRcSendOnly, 5, true)), Verdict::kDrop);  // ahead
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 1U);
+}
+
+TEST_F(ResponderTest, UnconfirmedBaseHoldsAcksAndCarriesOldRetransmissions) {
+  rsp_.start(1000, 40, false);
+  send(req(op::kRcSendOnly, 1000, true));
+  EXPECT_FALSE(reply_.send);  // 990..999 may still be in flight end to end
+  EXPECT_EQ(send(req(op::kRcSendOnly, 1003, true)), Verdict::kDrop);
+  EXPECT_FALSE(reply_.send);                                          // no NAK either
+  EXPECT_EQ(send(req(op::kRcSendOnly, 995, true)), Verdict::kCarry);  // passthrough retransmission
+  rsp_.on_relayed_ack(998);
+  EXPECT_FALSE(rsp_.base_confirmed());
+  rsp_.on_relayed_ack(999);
+  EXPECT_TRUE(rsp_.base_confirmed());
+  rsp_.poll(clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 1000U);
+  EXPECT_EQ(reply_.msn, 41U);
+}
+
+}  // namespace
+}  // namespace rowan::split
