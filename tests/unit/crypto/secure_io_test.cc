@@ -1,0 +1,383 @@
+// SecureIo over the in-memory loopback link, driven by a FakeClock: the
+// handshake, authenticated encryption, anti-replay, rekeying and restarts.
+#include "crypto/secure_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "io/loopback.h"
+#include "tools/fake_clock.h"
+
+namespace rowan::crypto {
+namespace {
+
+constexpr uint32_t kMtu = 1400;
+constexpr Duration kStep = Duration::from_ms(1);
+
+struct Keys {
+  Key a = generate_private_key();
+  Key b = generate_private_key();
+};
+
+SecureIoOptions options(const Key& priv, const Key& peer_priv) {
+  SecureIoOptions o;
+  o.private_key = priv;
+  o.peer_public = public_key(peer_priv);
+  o.wall_offset = Duration::from_s(1700000000);
+  return o;
+}
+
+// Two gateways joined by a loopback link with 5 ms one-way delay.
+struct Pair {
+  explicit Pair(const SecureIoOptions& oa, const SecureIoOptions& ob, uint64_t seed = 1)
+      : link(kMtu, 4096, seed) {
+    io::Impairment imp;
+    imp.delay = Duration::from_ms(5);
+    link.set_impairment(0, imp);
+    link.set_impairment(1, imp);
+    a = std::make_unique<SecureIo>(link.a(), oa, clock.now());
+    b = std::make_unique<SecureIo>(link.b(), ob, clock.now());
+    mem.resize(64 * kMtu);
+    rx.resize(64);
+  }
+
+  // Receives everything due at the current time on one side.
+  std::vector<std::vector<uint8_t>> recv(SecureIo& s) {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i] = io::RxDatagram{mem.data() + i * kMtu, kMtu};
+    std::vector<std::vector<uint8_t>> out;
+    const size_t n = s.recv_burst(rx, clock.now());
+    for (size_t i = 0; i < n; ++i) out.emplace_back(rx[i].data, rx[i].data + rx[i].len);
+    return out;
+  }
+
+  void recv_raw(io::PacketIo& port) {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i] = io::RxDatagram{mem.data() + i * kMtu, kMtu};
+    while (port.recv_burst(rx, clock.now()) > 0) {
+    }
+  }
+
+  // Runs both sides for `d`, collecting what each delivers.
+  void run(Duration d) {
+    const TimePoint end = clock.now() + d;
+    while (clock.now() < end) {
+      if (a) {
+        for (auto& p : recv(*a)) got_a.push_back(std::move(p));
+      }
+      if (b) {
+        for (auto& p : recv(*b)) got_b.push_back(std::move(p));
+      } else {
+        recv_raw(link.b());  // a dead gateway's socket swallows datagrams
+      }
+      clock.advance(kStep);
+    }
+  }
+
+  static std::vector<uint8_t> payload(uint32_t seq, uint32_t len = 1000) {
+    std::vector<uint8_t> p(len);
+    for (uint32_t i = 0; i < len; ++i) p[i] = static_cast<uint8_t>(seq * 31 + i);
+    std::memcpy(p.data(), &seq, sizeof seq);
+    return p;
+  }
+
+  size_t send(SecureIo& s, const std::vector<uint8_t>& p) {
+    const io::TxDatagram d{p.data(), static_cast<uint32_t>(p.size()), io::Ecn::kEct0};
+    return s.send_burst({&d, 1}, clock.now());
+  }
+
+  test::FakeClock clock;
+  io::LoopbackLink link;
+  std::unique_ptr<SecureIo> a, b;
+  std::vector<uint8_t> mem;
+  std::vector<io::RxDatagram> rx;
+  std::vector<std::vector<uint8_t>> got_a, got_b;
+};
+
+size_t drops(const SecureIo& s, SecureDrop d) {
+  return s.secure_stats().drops[static_cast<size_t>(d)];
+}
+
+TEST(SecureIo, HandshakeThenRoundTrip) {
+  Keys k;
+  Pair p(options(k.a, k.b), options(k.b, k.a));
+  EXPECT_FALSE(p.a->has_session(p.clock.now()));
+  EXPECT_EQ(p.a->max_datagram(), kMtu - SecureIo::kOverhead);
+  // Data before any session is not sent in plaintext: it is dropped.
+  ASSERT_EQ(p.send(*p.a, Pair::payload(99)), 1U);
+  EXPECT_EQ(p.a->secure_stats().tx_no_session, 1U);
+  p.run(Duration::from_ms(50));
+  ASSERT_TRUE(p.a->has_session(p.clock.now()));
+  ASSERT_TRUE(p.b->has_session(p.clock.now()));
+  EXPECT_TRUE(p.got_b.empty());
+  for (uint32_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(p.send(*p.a, Pair::payload(i)), 1U);
+    ASSERT_EQ(p.send(*p.b, Pair::payload(i + 1000, 200)), 1U);
+  }
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 100U);
+  ASSERT_EQ(p.got_a.size(), 100U);
+  for (uint32_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(p.got_b[i], Pair::payload(i));
+    EXPECT_EQ(p.got_a[i], Pair::payload(i + 1000, 200));
+  }
+  EXPECT_TRUE(p.a->peer_up(p.clock.now()));
+  EXPECT_FALSE(p.a->secure_stats().last_handshake.is_zero());
+  EXPECT_EQ(p.a->secure_stats().drops_total(), 0U);
+  EXPECT_EQ(p.b->secure_stats().drops_total(), 0U);
+  // The wire never carries the plaintext.
+  std::vector<uint8_t> seen;
+  p.link.set_filter(0, [&](const uint8_t* d, uint32_t len, uint64_t) {
+    seen.assign(d, d + len);
+    return io::Verdict::kPass;
+  });
+  const auto pl = Pair::payload(7);
+  p.send(*p.a, pl);
+  ASSERT_EQ(seen.size(), pl.size() + SecureIo::kOverhead);
+  EXPECT_EQ(std::search(seen.begin(), seen.end(), pl.begin() + 4, pl.begin() + 40), seen.end());
+}
+
+TEST(SecureIo, TamperedDatagramsAreDropped) {
+  Keys k;
+  Pair p(options(k.a, k.b), options(k.b, k.a));
+  p.run(Duration::from_ms(50));
+  ASSERT_TRUE(p.b->has_session(p.clock.now()));
+  // Corrupt every data datagram a→b: one random byte (payload, header or tag).
+  p.link.set_filter(0, [](const uint8_t*, uint32_t, uint64_t) { return io::Verdict::kCorrupt; });
+  for (uint32_t i = 0; i < 50; ++i) p.send(*p.a, Pair::payload(i));
+  p.run(Duration::from_ms(20));
+  EXPECT_TRUE(p.got_b.empty());
+  const SecureStats& s = p.b->secure_stats();
+  // A flipped byte fails the tag, or (in the index/counter) names no session,
+  // or (in the type) is no message at all; nothing is delivered.
+  EXPECT_EQ(s.drops_total(), 50U);
+  EXPECT_GE(drops(*p.b, SecureDrop::kBadAuth), 40U);
+  // Flows are unaffected once the corruption stops.
+  p.link.set_filter(0, nullptr);
+  p.send(*p.a, Pair::payload(1));
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 1U);
+}
+
+TEST(SecureIo, ReplaysAndStaleCountersAreDropped) {
+  Keys k;
+  Pair p(options(k.a, k.b), options(k.b, k.a));
+  p.run(Duration::from_ms(50));
+  std::vector<std::vector<uint8_t>> captured;
+  p.link.set_filter(0, [&](const uint8_t* d, uint32_t len, uint64_t) {
+    captured.emplace_back(d, d + len);
+    return io::Verdict::kPass;
+  });
+  for (uint32_t i = 0; i < 10; ++i) p.send(*p.a, Pair::payload(i));
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 10U);
+  p.link.set_filter(0, nullptr);
+  // An attacker re-sends what it captured: none is delivered again.
+  for (const auto& c : captured) {
+    const io::TxDatagram d{c.data(), static_cast<uint32_t>(c.size())};
+    p.link.a().send_burst({&d, 1}, p.clock.now());
+  }
+  p.run(Duration::from_ms(20));
+  EXPECT_EQ(p.got_b.size(), 10U);
+  EXPECT_EQ(drops(*p.b, SecureDrop::kReplay), 10U);
+  // Once the window moved past them, the same datagrams are stale.
+  for (uint32_t i = 0; i < ReplayWindow::kWindow + 10; ++i) {
+    p.send(*p.a, Pair::payload(i, 64));
+    if (i % 256 == 0) p.run(Duration::from_ms(1));
+  }
+  p.run(Duration::from_ms(20));
+  for (const auto& c : captured) {
+    const io::TxDatagram d{c.data(), static_cast<uint32_t>(c.size())};
+    p.link.a().send_burst({&d, 1}, p.clock.now());
+  }
+  p.run(Duration::from_ms(20));
+  EXPECT_EQ(drops(*p.b, SecureDrop::kStale), 10U);
+  EXPECT_EQ(drops(*p.b, SecureDrop::kBadAuth), 0U);
+}
+
+TEST(SecureIo, ReorderedWithinWindowIsAccepted) {
+  Keys k;
+  Pair p(options(k.a, k.b), options(k.b, k.a));
+  p.run(Duration::from_ms(50));
+  std::vector<std::vector<uint8_t>> held;
+  p.link.set_filter(0, [&](const uint8_t* d, uint32_t len, uint64_t) {
+    held.emplace_back(d, d + len);
+    return io::Verdict::kDrop;
+  });
+  for (uint32_t i = 0; i < 200; ++i) p.send(*p.a, Pair::payload(i));
+  p.link.set_filter(0, nullptr);
+  // Deliver them in reverse order.
+  for (auto it = held.rbegin(); it != held.rend(); ++it) {
+    const io::TxDatagram d{it->data(), static_cast<uint32_t>(it->size())};
+    p.link.a().send_burst({&d, 1}, p.clock.now());
+    if (p.link.in_flight(0) >= 32) p.run(Duration::from_ms(6));
+  }
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 200U);
+  for (uint32_t i = 0; i < 200; ++i) EXPECT_EQ(p.got_b[i], Pair::payload(199 - i));
+  EXPECT_EQ(p.b->secure_stats().drops_total(), 0U);
+}
+
+// A continuous stream both ways across many rekeys (byte budget and time
+// budget): every datagram is delivered exactly once, in order.
+TEST(SecureIo, RekeyWithoutLoss) {
+  Keys k;
+  SecureIoOptions oa = options(k.a, k.b), ob = options(k.b, k.a);
+  oa.rekey_after_bytes = 200 * 1000;  // ~200 datagrams per key on a's side
+  ob.rekey_after_time = Duration::from_s(3);
+  oa.rekey_after_time = Duration::from_s(3);
+  oa.handshake_retry = ob.handshake_retry = Duration::from_ms(100);
+  Pair p(oa, ob);
+  p.run(Duration::from_ms(50));
+  uint32_t sent = 0;
+  for (int ms = 0; ms < 10000; ++ms) {
+    for (int j = 0; j < 2; ++j) {
+      ASSERT_EQ(p.send(*p.a, Pair::payload(sent)), 1U);
+      ASSERT_EQ(p.send(*p.b, Pair::payload(sent, 300)), 1U);
+      ++sent;
+    }
+    p.run(kStep);
+  }
+  p.run(Duration::from_ms(50));
+  ASSERT_EQ(p.got_b.size(), sent);
+  ASSERT_EQ(p.got_a.size(), sent);
+  for (uint32_t i = 0; i < sent; ++i) {
+    ASSERT_EQ(p.got_b[i], Pair::payload(i)) << i;
+    ASSERT_EQ(p.got_a[i], Pair::payload(i, 300)) << i;
+  }
+  // 20000 × 1032 B / 200 kB = 100 budgets, paced to one handshake per 100 ms.
+  EXPECT_GE(p.a->secure_stats().rekeys, 50U);
+  EXPECT_GE(p.b->secure_stats().handshakes_completed, 50U);
+  EXPECT_EQ(p.a->secure_stats().tx_no_session, 0U);
+  EXPECT_EQ(p.b->secure_stats().tx_no_session, 0U);
+  EXPECT_EQ(p.a->secure_stats().drops_total(), 0U);
+  EXPECT_EQ(p.b->secure_stats().drops_total(), 0U);
+}
+
+TEST(SecureIo, SessionsExpireWithoutHandshakes) {
+  Keys k;
+  SecureIoOptions oa = options(k.a, k.b), ob = options(k.b, k.a);
+  Pair p(oa, ob);
+  p.run(Duration::from_ms(50));
+  ASSERT_TRUE(p.a->peer_up(p.clock.now()));
+  // Cut the link both ways: sessions age out at reject_after_time.
+  p.link.set_filter(0, [](const uint8_t*, uint32_t, uint64_t) { return io::Verdict::kDrop; });
+  p.link.set_filter(1, [](const uint8_t*, uint32_t, uint64_t) { return io::Verdict::kDrop; });
+  p.clock.advance(oa.reject_after_time);
+  p.run(Duration::from_ms(10));
+  EXPECT_FALSE(p.a->has_session(p.clock.now()));
+  EXPECT_FALSE(p.a->peer_up(p.clock.now()));
+  // Retries are paced by handshake_retry, not sent in a loop.
+  const uint64_t before = p.a->secure_stats().initiations_sent;
+  p.run(Duration::from_s(5));
+  EXPECT_LE(p.a->secure_stats().initiations_sent - before, 6U);
+  // The link heals: a new handshake, and data flows.
+  p.link.set_filter(0, nullptr);
+  p.link.set_filter(1, nullptr);
+  p.run(Duration::from_s(2));
+  ASSERT_TRUE(p.a->has_session(p.clock.now()));
+  p.send(*p.a, Pair::payload(3));
+  p.run(Duration::from_ms(20));
+  EXPECT_EQ(p.got_b.size(), 1U);
+}
+
+TEST(SecureIo, PeerRestartReHandshakes) {
+  Keys k;
+  SecureIoOptions ob = options(k.b, k.a);
+  Pair p(options(k.a, k.b), ob);
+  p.run(Duration::from_ms(50));
+  p.send(*p.a, Pair::payload(1));
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 1U);
+  const uint64_t hs = p.a->secure_stats().handshakes_completed;
+  // b restarts: all its session state is gone.
+  p.b.reset();
+  p.run(Duration::from_ms(500));
+  p.b = std::make_unique<SecureIo>(p.link.b(), ob, p.clock.now());
+  p.run(Duration::from_ms(50));
+  ASSERT_TRUE(p.b->has_session(p.clock.now()));
+  EXPECT_GT(p.a->secure_stats().handshakes_completed, hs);
+  p.send(*p.a, Pair::payload(2));
+  p.send(*p.b, Pair::payload(3));
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 2U);
+  EXPECT_EQ(p.got_b[1], Pair::payload(2));
+  ASSERT_EQ(p.got_a.size(), 1U);
+  EXPECT_EQ(p.got_a[0], Pair::payload(3));
+}
+
+TEST(SecureIo, ReplayedInitiationDoesNotDisturb) {
+  Keys k;
+  SecureIoOptions oa = options(k.a, k.b);
+  oa.rekey_after_time = Duration::from_s(1);
+  Pair p(oa, options(k.b, k.a));
+  std::vector<uint8_t> init;  // a's rekey initiation
+  p.link.set_filter(0, [&](const uint8_t* d, uint32_t len, uint64_t) {
+    if (d[0] == kMsgInitiation && init.empty()) init.assign(d, d + len);
+    return io::Verdict::kPass;
+  });
+  p.run(Duration::from_s(5));
+  ASSERT_EQ(init.size(), kInitiationSize);
+  const uint64_t resp = p.b->secure_stats().responses_sent;
+  const io::TxDatagram d{init.data(), static_cast<uint32_t>(init.size())};
+  p.link.a().send_burst({&d, 1}, p.clock.now());
+  p.run(Duration::from_ms(20));
+  EXPECT_EQ(drops(*p.b, SecureDrop::kReplay), 1U);
+  EXPECT_EQ(p.b->secure_stats().responses_sent, resp);
+  p.send(*p.a, Pair::payload(5));
+  p.run(Duration::from_ms(20));
+  EXPECT_EQ(p.got_b.size(), 1U);
+}
+
+TEST(SecureIo, WrongKeysNeverGetASession) {
+  Keys k;
+  const Key stranger = generate_private_key();
+  // b expects someone else: a's initiations name an unknown static key.
+  {
+    Pair p(options(k.a, k.b), options(k.b, stranger));
+    p.run(Duration::from_s(3));
+    EXPECT_FALSE(p.a->has_session(p.clock.now()));
+    EXPECT_FALSE(p.b->has_session(p.clock.now()));
+    EXPECT_GE(drops(*p.b, SecureDrop::kUnknownPeer), 2U);
+    // b's own initiations are addressed to the key b believes in: a fails them.
+    EXPECT_GE(drops(*p.a, SecureDrop::kBadAuth), 2U);
+    p.send(*p.a, Pair::payload(1));
+    p.run(Duration::from_ms(20));
+    EXPECT_TRUE(p.got_b.empty());
+  }
+  // A stranger holding a's public key but not its private key.
+  {
+    Pair p(options(stranger, k.b), options(k.b, k.a));
+    p.run(Duration::from_s(3));
+    EXPECT_FALSE(p.b->has_session(p.clock.now()));
+    EXPECT_GE(drops(*p.b, SecureDrop::kUnknownPeer), 2U);
+  }
+}
+
+TEST(SecureIo, ShortLongAndUnknownDatagramsAreCounted) {
+  Keys k;
+  Pair p(options(k.a, k.b), options(k.b, k.a));
+  p.run(Duration::from_ms(50));
+  auto inject = [&](std::vector<uint8_t> bytes) {
+    const io::TxDatagram d{bytes.data(), static_cast<uint32_t>(bytes.size())};
+    p.link.a().send_burst({&d, 1}, p.clock.now());
+  };
+  inject({kMsgData, 0, 0});                                           // truncated
+  inject(std::vector<uint8_t>(20, 0));                                // type 0: unknown
+  inject({kMsgData, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 1});    // shorter than header+tag
+  inject(std::vector<uint8_t>(kInitiationSize + 1, kMsgInitiation));  // oversize initiation
+  std::vector<uint8_t> data(200, 0);
+  data[0] = kMsgData;
+  inject(data);  // receiver index 0: no session
+  p.run(Duration::from_ms(20));
+  EXPECT_EQ(drops(*p.b, SecureDrop::kTruncated), 2U);
+  EXPECT_EQ(drops(*p.b, SecureDrop::kBadType), 1U);
+  EXPECT_EQ(drops(*p.b, SecureDrop::kOversize), 1U);
+  EXPECT_EQ(drops(*p.b, SecureDrop::kNoSession), 1U);
+  EXPECT_TRUE(p.got_b.empty());
+}
+
+}  // namespace
+}  // namespace rowan::crypto
