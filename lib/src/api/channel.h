@@ -1,0 +1,160 @@
+// The message channel behind rowan_connect/rowan_listen/rowan_channel_*:
+// length-prefixed messages on stream 0 of one transport::Connection, driven
+// by transport::Driver over an io::UdpUringIo (the gateway's transport and
+// congestion controllers, no second implementation).
+//
+// Handshake (its own datagrams, before the transport starts):
+//   client, from an ephemeral UDP port P:  HELLO{nonce, cc, rate} -> server listen port
+//   server opens a new socket on port D;   ACCEPT{nonce, connection id, D} -> P
+//   both then run the transport between P and D with that connection id.
+//   A lost ACCEPT is recovered by the client repeating HELLO (the server
+//   answers a repeated nonce from the same address with the same ACCEPT).
+//
+// Message framing on the stream: 8-byte header (u32 little-endian length,
+// u32 reserved zero), then the bytes.
+//
+// Threading: one thread at a time per channel/listener (the C API's rule).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "base/clock.h"
+#include "io/udp_uring.h"
+#include "rowan/rowan.h"
+#include "transport/connection.h"
+#include "transport/driver.h"
+
+namespace rowan::api {
+
+inline constexpr uint32_t kHandshakeMagic = 0x48435752;  // "RWCH" little-endian
+inline constexpr uint8_t kHandshakeVersion = 1;
+inline constexpr size_t kHandshakeSize = 64;
+inline constexpr size_t kMessageHeader = 8;
+
+enum class HandshakeType : uint8_t { kHello = 1, kAccept = 2, kReject = 3 };
+
+struct Handshake {
+  HandshakeType type = HandshakeType::kHello;
+  uint64_t nonce = 0;
+  uint64_t connection_id = 0;
+  uint64_t rate_bps = 0;
+  uint16_t data_port = 0;  ///< ACCEPT: the server's port for the transport
+  char cc[32] = {};
+};
+
+void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]);
+/// False when `data` is not a handshake of our version.
+bool decode_handshake(const uint8_t* data, size_t len, Handshake* h);
+
+/// Defaults applied to a copy of the caller's options.
+struct ChannelParams {
+  std::string cc;  ///< empty: transport default
+  double rate_bps = 1e9;
+  double rtt_s = 0.1;
+  uint32_t max_datagram = 1472;
+  uint32_t max_queued_sends = 1024;
+  int handshake_timeout_ms = 5000;
+  int idle_timeout_ms = 15000;
+};
+ChannelParams channel_params(const rowan_channel_options* o);
+
+/// Client side of the handshake, then the channel. `rtt_given`: keep
+/// params.rtt_s instead of the handshake's measurement. Returns a status;
+/// `error` gets the detail.
+int connect_channel(const std::string& server, const ChannelParams& params, bool rtt_given,
+                    rowan_channel** out, std::string* error);
+
+}  // namespace rowan::api
+
+struct rowan_channel {
+ public:
+  /// Throws std::system_error (socket, ring) or cc::CcParamError (cc name).
+  rowan_channel(const rowan::api::ChannelParams& p, const rowan::io::UdpEndpoint& bind,
+                const rowan::io::UdpEndpoint& peer, uint64_t connection_id);
+  ~rowan_channel();
+  rowan_channel(const rowan_channel&) = delete;
+  rowan_channel& operator=(const rowan_channel&) = delete;
+
+  int send(const void* buf, size_t len, rowan_send_cb cb, void* user);
+  int post_recv(void* buf, size_t cap, rowan_recv_cb cb, void* user);
+  int poll(int timeout_ms);
+  int flush(int timeout_ms);
+  void close();
+  void fill_stats(rowan_channel_stats* out) const;
+  uint64_t id() const { return id_; }
+  const rowan::io::UdpEndpoint& peer() const { return peer_; }
+  /// The UDP port the data socket is bound to.
+  int local_port() const;
+  int fd() const { return io_->fd(); }
+
+ private:
+  struct PendingSend {
+    const uint8_t* buf;
+    size_t len;
+    rowan_send_cb cb;
+    void* user;
+    uint8_t header[rowan::api::kMessageHeader];
+    uint64_t written;  // header + body bytes handed to the transport
+    uint64_t end;      // stream offset of the message's last byte + 1
+  };
+  struct PostedRecv {
+    uint8_t* buf;
+    size_t cap;
+    rowan_recv_cb cb;
+    void* user;
+  };
+  /// One pass of transport work at `now`; returns callbacks run and sets *next.
+  int step(rowan::TimePoint now, rowan::TimePoint* next);
+  void push_sends(rowan::TimePoint now);
+  int pull_recvs(rowan::TimePoint now);
+  int complete_sends();
+  int fail_all(int status);
+  bool peer_done() const;
+
+  rowan::MonotonicClock clock_;
+  rowan::api::ChannelParams params_;
+  rowan::io::UdpEndpoint peer_;
+  uint64_t id_;
+  std::unique_ptr<rowan::io::UdpUringIo> io_;
+  std::unique_ptr<rowan::transport::Connection> conn_;
+  std::unique_ptr<rowan::transport::Driver> driver_;
+  std::deque<PendingSend> sends_;
+  size_t unwritten_ = 0;  // index of the first send not wholly written
+  uint64_t written_total_ = 0;
+  std::deque<PostedRecv> recvs_;
+  uint8_t rx_header_[rowan::api::kMessageHeader] = {};
+  size_t rx_header_got_ = 0;
+  uint64_t rx_len_ = 0;
+  uint64_t rx_got_ = 0;
+  uint64_t last_rx_packets_ = 0;
+  rowan::TimePoint last_rx_time_;
+  uint64_t messages_sent_ = 0, messages_received_ = 0, bytes_sent_ = 0, bytes_received_ = 0;
+  bool failed_ = false;
+  int fail_status_ = ROWAN_OK;
+};
+
+struct rowan_listener {
+ public:
+  /// Throws std::system_error / std::invalid_argument.
+  rowan_listener(const std::string& bind, const rowan::api::ChannelParams& p);
+  ~rowan_listener();
+  rowan_listener(const rowan_listener&) = delete;
+  rowan_listener& operator=(const rowan_listener&) = delete;
+
+  /// ROWAN_OK and *out, ROWAN_ERR_TIMEOUT, or an error.
+  int accept(int timeout_ms, rowan_channel** out);
+  int fd() const { return fd_; }
+  int port() const;
+
+ private:
+  rowan::api::ChannelParams params_;
+  rowan::io::UdpEndpoint bind_;
+  int fd_ = -1;
+  // Recent hellos by (client address text, nonce) → the ACCEPT we sent.
+  std::map<std::pair<std::string, uint64_t>, rowan::api::Handshake> answered_;
+};

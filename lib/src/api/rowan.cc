@@ -1,0 +1,432 @@
+// The C API: every entry point catches everything (nothing crosses the .so
+// boundary as an exception) and maps failures to rowan_status codes, with the
+// detail in a thread-local string for rowan_last_error().
+#include "rowan/rowan.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "api/channel.h"
+#include "api/qp_attrs.h"
+#include "api/telemetry.h"
+
+namespace {
+
+thread_local std::string t_last_error;
+
+int fail(int status, std::string detail) {
+  t_last_error = std::move(detail);
+  return status;
+}
+
+int ok() {
+  t_last_error.clear();
+  return ROWAN_OK;
+}
+
+// Runs `f` and turns any escaping exception into a status.
+template <typename F>
+int guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(ROWAN_ERR_NOMEM, "out of memory");
+  } catch (const std::system_error& e) {
+    return fail(ROWAN_ERR_SYSTEM, e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(ROWAN_ERR_INVALID, e.what());
+  } catch (const std::exception& e) {
+    return fail(ROWAN_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(ROWAN_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+}  // namespace
+
+struct rowan_telemetry {
+  std::string path;
+  mutable std::mutex mu;
+  rowan::api::Snapshot snap;
+  bool have_snapshot = false;
+  int event_fd = -1;
+  std::atomic<uint64_t> updates{0};
+  // Subscription.
+  std::thread thread;
+  std::mutex wait_mu;
+  std::condition_variable wake;
+  bool stop = false;
+  bool subscribed = false;
+};
+
+namespace {
+
+int refresh_locked_out(rowan_telemetry* t, int timeout_ms, bool* changed) {
+  using Json = nlohmann::ordered_json;
+  Json peers;
+  Json links;
+  Json status;
+  std::string err;
+  const int timeout = timeout_ms > 0 ? timeout_ms : 5000;
+  for (auto [cmd, dst] :
+       {std::pair<const char*, Json*>{"peers", &peers}, {"links", &links}, {"status", &status}}) {
+    const int rc = rowan::api::control_query(t->path, cmd, timeout, dst, &err);
+    if (rc != ROWAN_OK) return fail(rc, err);
+  }
+  std::lock_guard lock(t->mu);
+  rowan::api::Snapshot next;
+  try {
+    next = rowan::api::build_snapshot(peers, links, status, t->have_snapshot ? &t->snap : nullptr,
+                                      rowan::api::monotonic_seconds());
+  } catch (const std::runtime_error& e) {
+    return fail(ROWAN_ERR_PROTOCOL, e.what());
+  }
+  bool diff = !t->have_snapshot || next.peers.size() != t->snap.peers.size() ||
+              next.routes.size() != t->snap.routes.size();
+  for (size_t i = 0; !diff && i < next.peers.size(); ++i)
+    diff = std::memcmp(&next.peers[i], &t->snap.peers[i], sizeof next.peers[i]) != 0;
+  for (size_t i = 0; !diff && i < next.routes.size(); ++i)
+    diff = std::memcmp(&next.routes[i], &t->snap.routes[i], sizeof next.routes[i]) != 0;
+  t->snap = std::move(next);
+  t->have_snapshot = true;
+  *changed = diff;
+  return ok();
+}
+
+void notify(rowan_telemetry* t) {
+  t->updates.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t one = 1;
+  (void)!::write(t->event_fd, &one, sizeof one);
+}
+
+int open_telemetry(std::string path, rowan_telemetry** out) {
+  auto t = std::make_unique<rowan_telemetry>();
+  t->path = std::move(path);
+  t->event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (t->event_fd < 0) return fail(ROWAN_ERR_SYSTEM, std::string("eventfd: ") + strerror(errno));
+  *out = t.release();
+  return ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* rowan_strerror(int status) {
+  switch (status) {
+    case ROWAN_OK:
+      return "success";
+    case ROWAN_ERR_INVALID:
+      return "invalid argument";
+    case ROWAN_ERR_NOMEM:
+      return "out of memory";
+    case ROWAN_ERR_UNREACHABLE:
+      return "unreachable (no daemon or peer answered)";
+    case ROWAN_ERR_TIMEOUT:
+      return "timed out";
+    case ROWAN_ERR_PROTOCOL:
+      return "protocol error";
+    case ROWAN_ERR_NOT_FOUND:
+      return "not found";
+    case ROWAN_ERR_AGAIN:
+      return "try again (queue full)";
+    case ROWAN_ERR_CLOSED:
+      return "channel closed";
+    case ROWAN_ERR_MSGSIZE:
+      return "message too large";
+    case ROWAN_ERR_SYSTEM:
+      return "system error";
+    case ROWAN_ERR_UNSUPPORTED:
+      return "not supported";
+    case ROWAN_ERR_DAEMON:
+      return "rowand returned an error";
+    case ROWAN_ERR_INTERNAL:
+      return "internal error";
+    default:
+      return "unknown status";
+  }
+}
+
+const char* rowan_last_error(void) { return t_last_error.c_str(); }
+
+const char* rowan_version(void) { return ROWAN_VERSION_STRING; }
+
+// ---- Telemetry --------------------------------------------------------------
+
+int rowan_telemetry_open(const char* socket_path, rowan_telemetry** out) {
+  if (out == nullptr) return fail(ROWAN_ERR_INVALID, "out is NULL");
+  return guarded([&] {
+    std::string path;
+    if (socket_path != nullptr && *socket_path != '\0') {
+      path = socket_path;
+    } else if (const char* env = std::getenv("ROWAN_CONTROL_SOCKET"); env != nullptr && *env) {
+      path = env;
+    } else {
+      path = "/run/rowan/control.sock";
+    }
+    return open_telemetry(std::move(path), out);
+  });
+}
+
+int rowan_telemetry_open_site(const char* site, rowan_telemetry** out) {
+  if (out == nullptr || site == nullptr || *site == '\0' || std::strchr(site, '/') != nullptr)
+    return fail(ROWAN_ERR_INVALID, "bad site name");
+  return guarded(
+      [&] { return open_telemetry(std::string("/run/rowan/") + site + "/control.sock", out); });
+}
+
+void rowan_telemetry_close(rowan_telemetry* t) {
+  if (t == nullptr) return;
+  rowan_telemetry_unsubscribe(t);
+  if (t->event_fd >= 0) ::close(t->event_fd);
+  delete t;
+}
+
+int rowan_telemetry_refresh(rowan_telemetry* t, int timeout_ms) {
+  if (t == nullptr) return fail(ROWAN_ERR_INVALID, "telemetry handle is NULL");
+  return guarded([&] {
+    bool changed = false;
+    return refresh_locked_out(t, timeout_ms, &changed);
+  });
+}
+
+size_t rowan_telemetry_peer_count(const rowan_telemetry* t) {
+  if (t == nullptr) return 0;
+  std::lock_guard lock(t->mu);
+  return t->snap.peers.size();
+}
+
+int rowan_telemetry_peer(const rowan_telemetry* t, size_t index, rowan_path_info* out) {
+  if (t == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  std::lock_guard lock(t->mu);
+  if (index >= t->snap.peers.size()) return fail(ROWAN_ERR_NOT_FOUND, "no such peer index");
+  *out = t->snap.peers[index];
+  return ok();
+}
+
+int rowan_telemetry_find_peer(const rowan_telemetry* t, const char* peer, rowan_path_info* out) {
+  if (t == nullptr || peer == nullptr || out == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  std::lock_guard lock(t->mu);
+  for (const rowan_path_info& p : t->snap.peers) {
+    if (std::strcmp(p.peer, peer) == 0) {
+      *out = p;
+      return ok();
+    }
+  }
+  return fail(ROWAN_ERR_NOT_FOUND, std::string("no peer named ") + peer);
+}
+
+int rowan_telemetry_path_to(const rowan_telemetry* t, const char* address, rowan_path_info* out) {
+  if (t == nullptr || address == nullptr || out == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    std::lock_guard lock(t->mu);
+    const rowan_path_info* p = rowan::api::find_path(t->snap, address);
+    if (p == nullptr) return fail(ROWAN_ERR_NOT_FOUND, std::string("no route to ") + address);
+    *out = *p;
+    return ok();
+  });
+}
+
+size_t rowan_telemetry_route_count(const rowan_telemetry* t) {
+  if (t == nullptr) return 0;
+  std::lock_guard lock(t->mu);
+  return t->snap.routes.size();
+}
+
+int rowan_telemetry_route(const rowan_telemetry* t, size_t index, rowan_route_info* out) {
+  if (t == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  std::lock_guard lock(t->mu);
+  if (index >= t->snap.routes.size()) return fail(ROWAN_ERR_NOT_FOUND, "no such route index");
+  *out = t->snap.routes[index];
+  return ok();
+}
+
+double rowan_telemetry_time(const rowan_telemetry* t) {
+  if (t == nullptr) return 0;
+  std::lock_guard lock(t->mu);
+  return t->have_snapshot ? t->snap.time_s : 0;
+}
+
+int rowan_telemetry_subscribe(rowan_telemetry* t, uint32_t interval_ms, rowan_telemetry_cb cb,
+                              void* user) {
+  if (t == nullptr || interval_ms < 10) return fail(ROWAN_ERR_INVALID, "interval_ms < 10");
+  if (t->subscribed) return fail(ROWAN_ERR_INVALID, "already subscribed");
+  return guarded([&] {
+    t->stop = false;
+    t->subscribed = true;
+    t->thread = std::thread([t, interval_ms, cb, user] {
+      std::unique_lock lock(t->wait_mu);
+      while (!t->stop) {
+        lock.unlock();
+        bool changed = false;
+        const int rc =
+            refresh_locked_out(t, static_cast<int>(std::max(interval_ms, 1000u)), &changed);
+        if (rc != ROWAN_OK || changed) {
+          notify(t);
+          if (cb != nullptr) cb(t, rc, user);
+        }
+        lock.lock();
+        t->wake.wait_for(lock, std::chrono::milliseconds(interval_ms), [t] { return t->stop; });
+      }
+    });
+    return ok();
+  });
+}
+
+void rowan_telemetry_unsubscribe(rowan_telemetry* t) {
+  if (t == nullptr || !t->subscribed) return;
+  {
+    std::lock_guard lock(t->wait_mu);
+    t->stop = true;
+  }
+  t->wake.notify_all();
+  if (t->thread.joinable()) t->thread.join();
+  t->subscribed = false;
+}
+
+int rowan_telemetry_fd(const rowan_telemetry* t) { return t == nullptr ? -1 : t->event_fd; }
+
+uint64_t rowan_telemetry_consume(rowan_telemetry* t) {
+  if (t == nullptr) return 0;
+  uint64_t v = 0;
+  (void)!::read(t->event_fd, &v, sizeof v);
+  return v;
+}
+
+// ---- QP attributes ----------------------------------------------------------
+
+int rowan_qp_attrs_compute(const rowan_qp_path* path, rowan_qp_attrs* out) {
+  if (path == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  const int rc = rowan::api::compute_qp_attrs(*path, *out);
+  if (rc != ROWAN_OK) return fail(rc, "the path needs rtt_s > 0, rate_bps > 0, loss 0..1");
+  return ok();
+}
+
+int rowan_qp_attrs_for(const rowan_telemetry* t, const char* peer_or_address,
+                       uint32_t message_bytes, int uses_read_or_atomic, rowan_qp_attrs* out) {
+  if (t == nullptr || peer_or_address == nullptr || out == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    rowan_qp_path path{};
+    {
+      std::lock_guard lock(t->mu);
+      const rowan_path_info* p = rowan::api::find_path(t->snap, peer_or_address);
+      if (p == nullptr)
+        return fail(ROWAN_ERR_NOT_FOUND, std::string("no peer or route for ") + peer_or_address);
+      path.rtt_s = p->min_rtt_s > 0 ? p->min_rtt_s : p->srtt_s;
+      path.rate_bps = p->btlbw_bps > 0 ? p->btlbw_bps : p->link_rate_bps;
+      path.mode = p->mode;
+      path.loss_rate = p->mode == ROWAN_MODE_PASSTHROUGH ? 0.0 : p->loss_rate;
+    }
+    path.message_bytes = message_bytes;
+    path.uses_read_or_atomic = uses_read_or_atomic;
+    if (!(path.rtt_s > 0) || !(path.rate_bps > 0))
+      return fail(ROWAN_ERR_NOT_FOUND, "no RTT or rate measured yet for that peer");
+    return rowan_qp_attrs_compute(&path, out);
+  });
+}
+
+// ---- Channel ----------------------------------------------------------------
+
+void rowan_channel_options_init(rowan_channel_options* o) {
+  if (o != nullptr) *o = rowan_channel_options{};
+}
+
+int rowan_listen(const char* bind_address, const rowan_channel_options* o, rowan_listener** out) {
+  if (bind_address == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    *out = new rowan_listener(bind_address, rowan::api::channel_params(o));
+    return ok();
+  });
+}
+
+int rowan_accept(rowan_listener* l, int timeout_ms, rowan_channel** out) {
+  if (l == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    const int rc = l->accept(timeout_ms, out);
+    if (rc == ROWAN_ERR_SYSTEM) return fail(rc, std::string("accept: ") + strerror(errno));
+    if (rc != ROWAN_OK) return fail(rc, "no client within the timeout");
+    return ok();
+  });
+}
+
+int rowan_listener_fd(const rowan_listener* l) { return l == nullptr ? -1 : l->fd(); }
+int rowan_listener_port(const rowan_listener* l) { return l == nullptr ? -1 : l->port(); }
+void rowan_listener_close(rowan_listener* l) { delete l; }
+
+int rowan_connect(const char* server_address, const rowan_channel_options* o, rowan_channel** out) {
+  if (server_address == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    std::string err;
+    const int rc = rowan::api::connect_channel(server_address, rowan::api::channel_params(o),
+                                               o != nullptr && o->rtt_s > 0, out, &err);
+    if (rc != ROWAN_OK) return fail(rc, err);
+    return ok();
+  });
+}
+
+int rowan_channel_send(rowan_channel* ch, const void* buf, size_t len, rowan_send_cb cb,
+                       void* user) {
+  if (ch == nullptr) return fail(ROWAN_ERR_INVALID, "NULL channel");
+  return guarded([&] { return ch->send(buf, len, cb, user); });
+}
+
+int rowan_channel_post_recv(rowan_channel* ch, void* buf, size_t capacity, rowan_recv_cb cb,
+                            void* user) {
+  if (ch == nullptr) return fail(ROWAN_ERR_INVALID, "NULL channel");
+  return guarded([&] { return ch->post_recv(buf, capacity, cb, user); });
+}
+
+int rowan_channel_poll(rowan_channel* ch, int timeout_ms) {
+  if (ch == nullptr) return fail(ROWAN_ERR_INVALID, "NULL channel");
+  return guarded([&] { return ch->poll(timeout_ms); });
+}
+
+int rowan_channel_flush(rowan_channel* ch, int timeout_ms) {
+  if (ch == nullptr) return fail(ROWAN_ERR_INVALID, "NULL channel");
+  return guarded([&] { return ch->flush(timeout_ms); });
+}
+
+void rowan_channel_close(rowan_channel* ch) {
+  if (ch == nullptr) return;
+  guarded([&] {
+    ch->close();
+    return 0;
+  });
+  delete ch;
+}
+
+int rowan_channel_stats_get(const rowan_channel* ch, rowan_channel_stats* out) {
+  if (ch == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    ch->fill_stats(out);
+    return ok();
+  });
+}
+
+uint64_t rowan_channel_id(const rowan_channel* ch) { return ch == nullptr ? 0 : ch->id(); }
+
+int rowan_channel_peer(const rowan_channel* ch, char* buf, size_t len) {
+  if (ch == nullptr || buf == nullptr || len == 0) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    const std::string s = ch->peer().to_string();
+    const size_t n = std::min(len - 1, s.size());
+    std::memcpy(buf, s.data(), n);
+    buf[n] = '\0';
+    return ok();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,54 @@
+// Path telemetry: a snapshot of the local rowand's peers and routes, built
+// from its control socket's `peers`, `links` and `status` replies (see
+// daemon/rowand/control.h for the protocol). Shared by librowan and
+// `rowanctl qp-attrs`.
+//
+// Threading: the functions are reentrant; a Snapshot is a plain value.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rowan/rowan.h"
+
+namespace rowan::api {
+
+/// Delivery-rate samples kept for the bottleneck-bandwidth estimate
+/// (a windowed max, BBR-style).
+inline constexpr size_t kBtlbwWindow = 10;
+
+struct Snapshot {
+  double time_s = 0;  ///< monotonic seconds when taken
+  std::vector<rowan_path_info> peers;
+  std::vector<rowan_route_info> routes;
+  /// Per peer (same order): recent delivery-rate samples (bit/s), newest last.
+  std::vector<std::vector<double>> rate_samples;
+};
+
+/// Builds a snapshot from the three replies' "result" values. `previous`
+/// (may be null) supplies the interval rates and the delivery-rate window.
+/// Throws std::runtime_error on a reply of the wrong shape.
+Snapshot build_snapshot(const nlohmann::ordered_json& peers, const nlohmann::ordered_json& links,
+                        const nlohmann::ordered_json& status, const Snapshot* previous,
+                        double now_s);
+
+/// The peer named `peer`, or the peer of the longest route prefix that
+/// contains the address `peer` (when it parses as an address); null if none.
+const rowan_path_info* find_path(const Snapshot& s, const std::string& peer_or_address);
+
+/// True when `address` (v4 or v6 text) lies in `prefix` ("198.18.2.0/24").
+bool prefix_contains(const std::string& prefix, const std::string& address, int* prefix_len);
+
+/// One request on rowand's control socket; returns the reply's "result".
+/// Errors as status codes: ROWAN_ERR_UNREACHABLE (no daemon / no answer in
+/// timeout_ms), ROWAN_ERR_DAEMON (it answered ok:false; `error` has its
+/// message), ROWAN_ERR_PROTOCOL (not JSON).
+int control_query(const std::string& socket_path, const std::string& cmd, int timeout_ms,
+                  nlohmann::ordered_json* result, std::string* error);
+
+/// Monotonic seconds.
+double monotonic_seconds();
+
+}  // namespace rowan::api
