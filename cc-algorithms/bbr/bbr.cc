@@ -15,7 +15,7 @@ constexpr double kPacingMargin = 0.99;
 constexpr uint32_t kMinCwndPackets = 4;
 constexpr uint32_t kExtraAckedWinRounds = 5;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
-constexpr Bytes kMaxQuantum = 64 * 1024;
+constexpr Bytes kMaxQuantum = 64 * 1024ULL;
 
 ControllerPtr make_bbr(const Clock& clock, const PathHints& hints, const CcParams& params) {
   return std::make_unique<Bbr>(clock, hints, Bbr::parse(params));

@@ -1,6 +1,7 @@
 #include "rowan/rowan.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "registry.h"
 
@@ -28,7 +29,7 @@ constexpr int64_t kNoiseGain = 4;
 constexpr int64_t kNoiseRttDiv = 40;
 constexpr Duration kNoiseFixed = Duration::from_us(750);
 constexpr Duration kQuantumTime = Duration::from_us(25);
-constexpr Bytes kMaxQuantum = 64 * 1024;
+constexpr Bytes kMaxQuantum = 64 * 1024ULL;
 
 // r × f / kOne, in 128 bits, saturating.
 BitsPerSec mul_frac(BitsPerSec r, uint64_t f) {
@@ -63,7 +64,7 @@ uint64_t isqrt(u128 x) {
 
 uint32_t get_frac(const CcParams& p, const std::string& key, uint32_t def, double lo, double hi) {
   const double v = p.get_double(key, static_cast<double>(def) / kOne, lo, hi);
-  return static_cast<uint32_t>(v * kOne + 0.5);
+  return static_cast<uint32_t>(std::lround(v * kOne));
 }
 
 ControllerPtr make_rowan(const Clock& clock, const PathHints& hints, const CcParams& params) {
@@ -288,9 +289,10 @@ void Rowan::end_round(const AckEvent& ev) {
     // delivered rate lags the pacing rate by a round; a cwnd-limited first
     // round must not run the pacing rate away from the link).
     const BitsPerSec bw = max_bw_.get();
-    BitsPerSec next = mul_frac(rate_, kStartupGrowth * kOne);
+    BitsPerSec next = mul_frac(rate_, uint64_t{kStartupGrowth} * kOne);
     if (!bw.is_zero()) {
-      next = std::max(std::min(next, mul_frac(bw, 4 * kOne)), mul_frac(bw, 2 * kOne));
+      next = std::max(std::min(next, mul_frac(bw, uint64_t{4} * kOne)),
+                      mul_frac(bw, uint64_t{2} * kOne));
     }
     rate_ = cap(next);
     return;

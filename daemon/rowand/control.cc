@@ -56,7 +56,7 @@ int connect_unix(const std::string& path, int timeout_ms) {
   if (fd < 0) throw_errno(errno, "socket");
   // A unix connect blocks only while the listen backlog is full; SO_SNDTIMEO
   // bounds that wait.
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  timeval tv{timeout_ms / 1000, static_cast<suseconds_t>(timeout_ms % 1000) * 1000};
   (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
     const int err = errno;

@@ -79,7 +79,7 @@ class ControlServer {
 
 /// Longest request line the server accepts (bytes, newline excluded); longer
 /// lines get an error reply and are skipped, the connection stays usable.
-inline constexpr size_t kMaxControlRequest = 64 * 1024;
+inline constexpr size_t kMaxControlRequest = size_t{64} * 1024;
 
 /// Client side (rowanctl, librowan): one request, one reply. Returns the whole
 /// reply object ({"ok":true,"result":...} or {"ok":false,"error":"..."}).

@@ -86,7 +86,9 @@ uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b) {
   std::string y = b.to_string();
   if (y < x) std::swap(x, y);
   uint64_t h = 1469598103934665603ULL;
-  for (char c : x + "|" + y) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
+  x += '|';
+  x += y;
+  for (char c : x) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
   return h == 0 ? 1 : h;
 }
 
@@ -189,7 +191,7 @@ std::string Gateway::reload(const GatewayConfig& cfg) {
   // Longest prefix first, so the first match wins.
   std::stable_sort(routes.begin(), routes.end(),
                    [](const Route& a, const Route& b) { return a.prefix.len > b.prefix.len; });
-  const std::string what = fmt::format("{} routes (was {})", routes.size(), routes_.size());
+  std::string what = fmt::format("{} routes (was {})", routes.size(), routes_.size());
   routes_ = std::move(routes);
   cfg_.routes = cfg.routes;
   cfg_.cc = cfg.cc;

@@ -178,7 +178,7 @@ class Gateway {
 
   GatewayConfig cfg_;
   Port& local_;
-  const Clock& clock_;
+  [[maybe_unused]] const Clock& clock_;  ///< the packet loop passes `now`; kept for owners
   Mac mac_{};
   Prefix site_;  ///< the local subnet
   std::vector<Route> routes_;

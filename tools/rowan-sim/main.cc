@@ -13,8 +13,6 @@
 
 namespace {
 
-using rowan::BitsPerSec;
-using rowan::Duration;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;

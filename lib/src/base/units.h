@@ -54,7 +54,8 @@ class Duration {
   constexpr Duration scaled(double f) const {
     return Duration(static_cast<int64_t>(static_cast<double>(ns_) * f));
   }
-  constexpr auto operator<=>(const Duration&) const = default;
+  // clang-tidy 14 reports the literal 0 of the synthesized comparison.
+  constexpr auto operator<=>(const Duration&) const = default;  // NOLINT(modernize-use-nullptr)
 
  private:
   constexpr explicit Duration(int64_t ns) : ns_(ns) {}
@@ -80,7 +81,8 @@ class TimePoint {
     ns_ += d.ns();
     return *this;
   }
-  constexpr auto operator<=>(const TimePoint&) const = default;
+  // clang-tidy 14 reports the literal 0 of the synthesized comparison.
+  constexpr auto operator<=>(const TimePoint&) const = default;  // NOLINT(modernize-use-nullptr)
 
  private:
   constexpr explicit TimePoint(int64_t ns) : ns_(ns) {}
@@ -139,7 +141,8 @@ class BitsPerSec {
   constexpr BitsPerSec operator-(BitsPerSec o) const {
     return BitsPerSec(bps_ > o.bps_ ? bps_ - o.bps_ : 0);
   }
-  constexpr auto operator<=>(const BitsPerSec&) const = default;
+  // clang-tidy 14 reports the literal 0 of the synthesized comparison.
+  constexpr auto operator<=>(const BitsPerSec&) const = default;  // NOLINT(modernize-use-nullptr)
 
  private:
   constexpr explicit BitsPerSec(uint64_t bps) : bps_(bps) {}

@@ -30,7 +30,7 @@ TimePoint LoopbackPort::next_rx_time() const noexcept {
 uint32_t LoopbackPort::max_datagram() const noexcept { return link_.max_datagram_; }
 
 LoopbackLink::LoopbackLink(uint32_t max_datagram, uint32_t capacity, uint64_t seed)
-    : max_datagram_(max_datagram), capacity_(capacity), rng_(seed) {
+    : max_datagram_(max_datagram), rng_(seed) {
   for (auto& c : chan_) {
     c.storage.resize(static_cast<size_t>(capacity) * max_datagram);
     c.free_slots.reserve(capacity);

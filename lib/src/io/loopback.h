@@ -112,7 +112,6 @@ class LoopbackLink {
   double uniform() noexcept { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
   uint32_t max_datagram_;
-  uint32_t capacity_;
   std::mt19937_64 rng_;
   Channel chan_[2];
   LoopbackPort a_{*this, 0};

@@ -82,7 +82,7 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
   max_data_advertised_ = recv_window_;
 
   streams_.reserve(cfg_.max_streams);
-  stream_index_.reserve(cfg_.max_streams * 2);
+  stream_index_.reserve(size_t{cfg_.max_streams} * 2);
   msd_pending_.reserve(cfg_.max_streams);
   new_queue_.v.resize(next_pow2(cfg_.max_streams));
   retx_queue_.v.resize(next_pow2(cfg_.max_streams));

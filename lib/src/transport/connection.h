@@ -48,7 +48,7 @@ struct TransportConfig {
   double send_buffer_bdp = 2.0;         ///< send buffer = this × BDP (not below min_buffer)
   double recv_window_bdp = 2.0;         ///< connection receive window = this × BDP
   double stream_window_fraction = 1.0;  ///< per-stream window = this × connection window
-  Bytes min_buffer = 256 * 1024;
+  Bytes min_buffer = Bytes{256} * 1024;
   uint32_t chunk_size = 16384;  ///< buffer granule (bytes)
   uint32_t max_streams = 256;
   uint32_t ack_every = 2;                         ///< ack-eliciting packets per ACK

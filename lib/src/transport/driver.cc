@@ -7,7 +7,6 @@ namespace rowan::transport {
 Driver::Driver(Connection& conn, io::PacketIo& io, uint32_t burst)
     : conn_(conn),
       io_(io),
-      burst_(burst),
       dgram_(std::max(conn.config().max_datagram, io.max_datagram())),
       rx_mem_(static_cast<size_t>(burst) * dgram_),
       tx_mem_(static_cast<size_t>(burst) * dgram_),

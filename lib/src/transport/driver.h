@@ -26,7 +26,6 @@ class Driver {
  private:
   Connection& conn_;
   io::PacketIo& io_;
-  uint32_t burst_;
   uint32_t dgram_;
   std::vector<uint8_t> rx_mem_, tx_mem_;
   std::vector<io::RxDatagram> rx_;

@@ -82,7 +82,7 @@ TEST(Bbr, ProbeRttEveryTenSeconds) {
   TimePoint entered, left;
   for (int i = 1; i <= 200; ++i) {
     const TimePoint t =
-        TimePoint::from_ns(Duration::from_s(10).ns() + Duration::from_ms(5 * i).ns());
+        TimePoint::from_ns(Duration::from_s(10).ns() + Duration::from_ms(int64_t{5} * i).ns());
     s.sim.run(t);
     if (s.bbr->mode() == Bbr::Mode::kProbeRtt) {
       if (!saw_probe_rtt) entered = t;

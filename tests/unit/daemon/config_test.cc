@@ -1,6 +1,7 @@
 // rowand's config: the example files parse, config/rowand.toml shows the real
 // defaults, to_toml round-trips, and every class of error is reported at its
 // own FILE:LINE:COL — all of them at once.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -491,10 +492,10 @@ TEST(ConfigErrors, CongestionControl) {
   // The default algorithm's defaults are valid, and parameters of every
   // registered algorithm are checked by that algorithm.
   for (const auto& name : cc::Registry::names()) {
-    const std::string text =
-        kBase + "[cc]\nalgorithm = \"" + name + "\"\n[cc.params]\nno_such_param = 1\n";
+    const std::string cc = fmt::format("[cc]\nalgorithm = \"{}\"\n", name);
+    const std::string text = fmt::format("{}{}[cc.params]\nno_such_param = 1\n", kBase, cc);
     EXPECT_TRUE(has_error(errors_of(text), where(text, "no_such_param"), "no_such_param")) << name;
-    EXPECT_TRUE(errors_of(kBase + "[cc]\nalgorithm = \"" + name + "\"\n").empty()) << name;
+    EXPECT_TRUE(errors_of(kBase + cc).empty()) << name;
   }
 }
 

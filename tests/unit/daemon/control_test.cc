@@ -379,7 +379,7 @@ TEST(ControlServer, PeerCredentialsAreChecked) {
   server.start();
   ASSERT_EQ(::chmod(server.path().c_str(), 0666), 0);
   const std::string denied = request_as(server.path(), kNobody, kOtherGid, {});
-  ASSERT_EQ(denied.rfind("{", 0), 0u) << denied;
+  ASSERT_EQ(denied.rfind('{', 0), 0u) << denied;
   const Json reply = Json::parse(denied);
   EXPECT_EQ(reply["ok"], false);
   EXPECT_NE(reply["error"].get<std::string>().find("permission denied"), std::string::npos);

@@ -24,7 +24,7 @@ uint16_t free_port() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   socklen_t len = sizeof a;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
@@ -62,12 +62,14 @@ TEST(UdpUring, CarriesDatagramsWithEcnInOrder) {
   UdpUringIo b({p.b, p.a, 1472, 64, 64});
   std::vector<std::vector<uint8_t>> payloads;
   std::vector<TxDatagram> tx;
+  payloads.reserve(40);
+  tx.reserve(40);
   for (int i = 0; i < 40; ++i) {
     payloads.emplace_back(100 + i, static_cast<uint8_t>(i));
   }
   for (auto& pl : payloads) tx.push_back({pl.data(), static_cast<uint32_t>(pl.size()), Ecn::kEct0});
   ASSERT_EQ(a.send_burst(tx, TimePoint()), tx.size());
-  std::vector<uint8_t> mem(64 * 1472);
+  std::vector<uint8_t> mem(size_t{64} * 1472);
   std::vector<RxDatagram> rx(64);
   for (size_t i = 0; i < rx.size(); ++i) rx[i] = {mem.data() + i * 1472, 1472, 0, Ecn::kNotEct};
   ASSERT_EQ(recv_all(b, rx, tx.size()), tx.size());

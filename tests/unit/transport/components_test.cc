@@ -60,7 +60,7 @@ TEST(ChunkPool, RingAllocatesOnlyWhatItCoversAndReleases) {
 TEST(Pacer, BurstsAreBoundedByTheQuantumAndRateIsHeld) {
   Pacer p;
   const BitsPerSec rate = BitsPerSec::from_gbps(1);
-  const Bytes mss = 1500, quantum = 3 * 1500;
+  const Bytes mss = 1500, quantum = Bytes{3} * 1500;
   TimePoint now = TimePoint::from_ns(1'000'000'000);
   // After idle: at most quantum bytes leave back to back.
   int burst = 0;
@@ -78,7 +78,7 @@ TEST(Pacer, BurstsAreBoundedByTheQuantumAndRateIsHeld) {
     p.on_sent(now, mss, rate, quantum, mss);
     ++sent;
   }
-  EXPECT_NEAR(sent, 10'000'000 / 12'000, 2);
+  EXPECT_NEAR(sent, 10'000'000.0 / 12'000, 2);
 }
 
 TEST(RttEstimator, FollowsRfc9002) {

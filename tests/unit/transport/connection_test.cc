@@ -181,7 +181,7 @@ TEST(Connection, TailLossIsRepairedByProbeNotRto) {
   Pair p(test_config(), Duration::from_ms(25));
   // Drop the last data packet of a short transfer: nothing after it can
   // trigger ACK-based loss detection, only the probe timeout.
-  constexpr uint64_t kTotal = 20 * 1400;
+  constexpr uint64_t kTotal = uint64_t{20} * 1400;
   p.link.set_filter(0, [](const uint8_t* d, uint32_t len, uint64_t) {
     struct V {
       bool fin = false;
@@ -216,7 +216,7 @@ TEST(Connection, TailLossIsRepairedByProbeNotRto) {
 }
 
 TEST(Connection, NoSpuriousTimeoutsOnAStableLongRtt) {
-  TransportConfig c = test_config(256 * 1472, 50'000'000);
+  TransportConfig c = test_config(Bytes{256} * 1472, 50'000'000);
   c.base_rtt = Duration::from_ms(200);
   c.link_rate = BitsPerSec::from_mbps(50);
   Pair p(c, Duration::from_ms(100));
@@ -250,7 +250,7 @@ TEST(Connection, SlowReceiverBoundsSenderMemory) {
   EXPECT_GE(p.a.unacked_bytes(), send_cap - 65536);  // it did fill up
   EXPECT_LE(w.written, send_cap + recv_cap);
   EXPECT_LE(sa.send_buffer_used, sa.send_buffer_capacity);
-  EXPECT_LE(sa.send_buffer_capacity, send_cap + 2 * c.max_streams * c.chunk_size);
+  EXPECT_LE(sa.send_buffer_capacity, send_cap + uint64_t{2} * c.max_streams * c.chunk_size);
   // Receiver: buffered bytes bounded by its window; nothing dropped for lack of room.
   EXPECT_LE(sb.stream_bytes_received, recv_cap);
   EXPECT_GE(sb.stream_bytes_received, recv_cap - 65536);
@@ -321,7 +321,7 @@ TEST(Connection, PacketNumbersAreNeverReused) {
 }
 
 TEST(Connection, RttSamplesMatchThePath) {
-  TransportConfig c = test_config(32 * 1472, 20'000'000);
+  TransportConfig c = test_config(Bytes{32} * 1472, 20'000'000);
   Pair p(c, Duration::from_ms(20));
   Transfer t(p, 2'000'000);
   ASSERT_TRUE(t.run(Duration::from_s(10)));

@@ -13,7 +13,7 @@
 namespace rowan::wanem {
 
 namespace {
-constexpr size_t kMaxRequest = 64 * 1024;
+constexpr size_t kMaxRequest = size_t{64} * 1024;
 constexpr size_t kMaxClients = 16;
 }  // namespace
 

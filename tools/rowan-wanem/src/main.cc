@@ -198,7 +198,7 @@ size_t flush_tx(TxQueue& q, Direction& dir, TimePoint now) {
   for (uint16_t i = 0; i < n; ++i) dir.note_tx(now, q.release_ns[i], q.len[i]);
   if (n > 0) {
     const size_t rest = q.count - n;
-    std::memmove(q.pkts, q.pkts + n, rest * sizeof q.pkts[0]);
+    std::memmove(q.pkts, q.pkts + n, rest * sizeof(rte_mbuf*));
     std::memmove(q.release_ns, q.release_ns + n, rest * sizeof q.release_ns[0]);
     std::memmove(q.len, q.len + n, rest * sizeof q.len[0]);
     q.count = rest;
@@ -209,7 +209,7 @@ size_t flush_tx(TxQueue& q, Direction& dir, TimePoint now) {
       dir.note_drop(DropReason::kTxFull);
     }
     const size_t rest = q.count - drop;
-    std::memmove(q.pkts, q.pkts + drop, rest * sizeof q.pkts[0]);
+    std::memmove(q.pkts, q.pkts + drop, rest * sizeof(rte_mbuf*));
     std::memmove(q.release_ns, q.release_ns + drop, rest * sizeof q.release_ns[0]);
     std::memmove(q.len, q.len + drop, rest * sizeof q.len[0]);
     q.count = rest;
@@ -292,6 +292,7 @@ int run(const Options& opt) {
   eal.insert(eal.end(), {"--vdev", spec_a, "--vdev", spec_b});
   eal.insert(eal.end(), opt.eal.begin(), opt.eal.end());
   std::vector<char*> eal_argv;
+  eal_argv.reserve(eal.size());
   for (std::string& s : eal) eal_argv.push_back(s.data());
   if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
     std::fprintf(stderr, "rowan-wanem: EAL init failed: %s\n", rte_strerror(rte_errno));

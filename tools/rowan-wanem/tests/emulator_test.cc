@@ -76,7 +76,7 @@ TEST(EmulatorTest, PeriodicFlaps) {
   Emulator emu(64, 1);
   emu.flap_every(Duration::from_s(10), Duration::from_s(1), kDirMaskBoth, t0());
   for (int k = 1; k <= 3; ++k) {
-    const TimePoint down = t0() + Duration::from_s(10 * k);
+    const TimePoint down = t0() + Duration::from_s(int64_t{10} * k);
     emu.run_schedule(down - Duration::from_ns(1));
     EXPECT_TRUE(emu.dir(kA2B).settings().up);
     emu.run_schedule(down);

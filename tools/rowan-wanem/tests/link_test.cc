@@ -290,7 +290,7 @@ TEST_F(LinkTest, JitterKeepsOrderUnlessAllowedToReorder) {
     s.jitter = Duration::from_ms(2);
     s.jitter_reorder = allow;
     d.configure(s, t0());
-    for (int i = 0; i < 1000; ++i) admit(d, t0() + Duration::from_us(10 * i), make(100));
+    for (int i = 0; i < 1000; ++i) admit(d, t0() + Duration::from_us(int64_t{10} * i), make(100));
     const auto out = release_all(d);
     ASSERT_EQ(out.size(), 1000U);
     int inversions = 0;
@@ -301,7 +301,7 @@ TEST_F(LinkTest, JitterKeepsOrderUnlessAllowedToReorder) {
       }
       const int id = static_cast<FakePkt*>(out[i].pkt)->id;
       if (i > 0 && id < static_cast<FakePkt*>(out[i - 1].pkt)->id) ++inversions;
-      const int64_t applied = out[i].release_ns - (t0() + Duration::from_us(10 * id)).ns();
+      const int64_t applied = out[i].release_ns - (t0() + Duration::from_us(int64_t{10} * id)).ns();
       lo = std::min(lo, applied);
       hi = std::max(hi, applied);
     }
@@ -323,7 +323,7 @@ TEST_F(LinkTest, ReorderLetsFramesOvertake) {
   s.delay = Duration::from_ms(10);
   s.reorder = 0.25;
   d.configure(s, t0());
-  for (int i = 0; i < 1000; ++i) admit(d, t0() + Duration::from_us(100 * i), make(100));
+  for (int i = 0; i < 1000; ++i) admit(d, t0() + Duration::from_us(int64_t{100} * i), make(100));
   const auto out = release_all(d);
   int inversions = 0;
   for (size_t i = 1; i < out.size(); ++i) {
