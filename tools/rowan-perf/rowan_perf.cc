@@ -1,0 +1,425 @@
+// rowan-perf: goodput between two hosts over librowan's message channel,
+// like iperf3. Uses only the public C API (<rowan/rowan.h>).
+//
+//   rowan-perf -s [-p PORT] [-1]
+//   rowan-perf -c HOST [-p PORT] [-t SECONDS] [-P STREAMS] [--cc NAME] [--json]
+//
+// Each stream is one channel. The client sends START, then DATA messages
+// whose bytes are a function of (test, stream, sequence) for -t seconds, then
+// END; the server checks every DATA byte and sequence number and answers END
+// with RESULT (bytes and messages it verified, errors). The client reports
+// goodput as the message bytes the server's transport acknowledged within
+// the test time, and exits 1 when the server saw a bad byte or a gap.
+#include <rowan/rowan.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+constexpr uint32_t kStart = 1, kData = 2, kEnd = 3, kResult = 4;
+constexpr size_t kHeader = 16;  // u32 type, u32 stream, u64 sequence
+constexpr size_t kMaxMessage = 4 << 20;
+constexpr int kExitUsage = 64;
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint32_t get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t get64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+uint64_t pattern(uint64_t test, uint32_t stream, uint64_t seq, size_t word) {
+  uint64_t x = test ^ (static_cast<uint64_t>(stream) << 48) ^ (seq << 20) ^ word;
+  x *= 0x9E3779B97F4A7C15ULL;
+  return x ^ (x >> 29);
+}
+
+void fill(uint8_t* buf, size_t len, uint64_t test, uint32_t stream, uint64_t seq) {
+  put32(buf, kData);
+  put32(buf + 4, stream);
+  put64(buf + 8, seq);
+  for (size_t w = 2; (w + 1) * 8 <= len; ++w) put64(buf + w * 8, pattern(test, stream, seq, w));
+  for (size_t i = len - len % 8; i < len && i >= kHeader; ++i)
+    buf[i] = static_cast<uint8_t>(pattern(test, stream, seq, i));
+}
+
+bool verify(const uint8_t* buf, size_t len, uint64_t test, uint32_t stream, uint64_t seq) {
+  if (len < kHeader || get32(buf) != kData || get32(buf + 4) != stream || get64(buf + 8) != seq)
+    return false;
+  for (size_t w = 2; (w + 1) * 8 <= len; ++w)
+    if (get64(buf + w * 8) != pattern(test, stream, seq, w)) return false;
+  for (size_t i = len - len % 8; i < len && i >= kHeader; ++i)
+    if (buf[i] != static_cast<uint8_t>(pattern(test, stream, seq, i))) return false;
+  return true;
+}
+
+int die(const char* what, int rc) {
+  std::fprintf(stderr, "rowan-perf: %s: %s (%s)\n", what, rowan_strerror(rc), rowan_last_error());
+  return 1;
+}
+
+// ---- Server -----------------------------------------------------------------
+
+struct ServerStream {
+  rowan_channel* ch = nullptr;
+  std::vector<std::vector<uint8_t>> bufs;
+  uint64_t test = 0;
+  uint32_t stream = 0;
+  uint32_t streams = 0;
+  uint64_t next_seq = 0;
+  uint64_t bytes = 0;
+  uint64_t messages = 0;
+  uint64_t errors = 0;
+  bool started = false;
+  bool ended = false;
+  uint8_t result[48] = {};
+};
+
+void on_server_recv(rowan_channel* ch, void* user, void* buf, size_t len, int status);
+
+// The first test a -1 server serves: its id, stream count and streams done.
+struct FirstTest {
+  std::mutex mu;
+  uint64_t test = 0;
+  uint32_t streams = 0;
+  uint32_t done = 0;
+};
+
+void serve_stream(rowan_channel* ch, FirstTest* first) {
+  ServerStream s;
+  s.ch = ch;
+  constexpr int kBuffers = 8;
+  s.bufs.assign(kBuffers, std::vector<uint8_t>(kMaxMessage));
+  for (auto& b : s.bufs) rowan_channel_post_recv(ch, b.data(), b.size(), on_server_recv, &s);
+  int rc = 0;
+  while (!s.ended) {
+    rc = rowan_channel_poll(ch, 100);
+    if (rc < 0) break;
+  }
+  if (s.ended) {
+    put32(s.result, kResult);
+    put32(s.result + 4, s.stream);
+    put64(s.result + 8, s.bytes);
+    put64(s.result + 16, s.messages);
+    put64(s.result + 24, s.errors);
+    rowan_channel_send(ch, s.result, sizeof s.result, nullptr, nullptr);
+    rowan_channel_flush(ch, 10000);
+    // Wait for the client's close so the RESULT's ACK and our close do not race.
+    for (int i = 0; i < 100 && rowan_channel_poll(ch, 100) >= 0; ++i) {
+    }
+  }
+  char peer[80];
+  rowan_channel_peer(ch, peer, sizeof peer);
+  std::fprintf(stderr,
+               "rowan-perf: stream %u from %s: %" PRIu64 " bytes, %" PRIu64 " messages, %" PRIu64
+               " errors%s\n",
+               s.stream, peer, s.bytes, s.messages, s.errors,
+               s.ended ? "" : (rc < 0 ? " (channel failed before END)" : ""));
+  rowan_channel_close(ch);
+  if (s.started) {
+    std::lock_guard lock(first->mu);
+    if (first->test == 0) {
+      first->test = s.test;
+      first->streams = s.streams;
+    }
+    if (first->test == s.test) ++first->done;
+  }
+}
+
+void on_server_recv(rowan_channel* ch, void* user, void* buf, size_t len, int status) {
+  auto* s = static_cast<ServerStream*>(user);
+  if (status != ROWAN_OK) {
+    if (status == ROWAN_ERR_MSGSIZE) ++s->errors;
+    if (status != ROWAN_ERR_CLOSED)
+      rowan_channel_post_recv(ch, buf, kMaxMessage, on_server_recv, s);
+    return;
+  }
+  const auto* p = static_cast<const uint8_t*>(buf);
+  const uint32_t type = len >= 4 ? get32(p) : 0;
+  if (type == kStart && len >= 32) {
+    s->test = get64(p + 8);
+    s->stream = get32(p + 4);
+    s->streams = get32(p + 16);
+    s->started = true;
+  } else if (type == kData) {
+    if (!verify(p, len, s->test, s->stream, s->next_seq)) ++s->errors;
+    ++s->next_seq;
+    ++s->messages;
+    s->bytes += len;
+  } else if (type == kEnd && len >= 16) {
+    if (get64(p + 8) != s->messages) ++s->errors;  // the client's count must match ours
+    s->ended = true;
+  } else {
+    ++s->errors;
+  }
+  rowan_channel_post_recv(ch, buf, kMaxMessage, on_server_recv, s);
+}
+
+int run_server(int port, bool one, const rowan_channel_options& o) {
+  rowan_listener* l = nullptr;
+  const std::string bind = "0.0.0.0:" + std::to_string(port);
+  if (const int rc = rowan_listen(bind.c_str(), &o, &l); rc != ROWAN_OK) return die("listen", rc);
+  std::fprintf(stderr, "rowan-perf: listening on %s\n", bind.c_str());
+  FirstTest first;
+  std::vector<std::thread> threads;
+  for (;;) {
+    rowan_channel* ch = nullptr;
+    const int rc = rowan_accept(l, 200, &ch);
+    if (rc == ROWAN_OK) {
+      threads.emplace_back(serve_stream, ch, &first);
+    } else if (rc != ROWAN_ERR_TIMEOUT) {
+      return die("accept", rc);
+    }
+    if (one) {
+      std::lock_guard lock(first.mu);
+      if (first.test != 0 && first.done >= first.streams) break;
+    }
+  }
+  for (auto& t : threads) t.join();
+  rowan_listener_close(l);
+  return 0;
+}
+
+// ---- Client -----------------------------------------------------------------
+
+struct ClientStream {
+  uint32_t index = 0;
+  rowan_channel* ch = nullptr;
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<size_t> free_bufs;
+  uint64_t next_seq = 0;
+  uint64_t acked_bytes = 0;
+  uint64_t acked_in_time = 0;
+  bool result_seen = false;
+  uint64_t server_bytes = 0, server_messages = 0, server_errors = 0;
+  rowan_channel_stats stats{};
+  double duration_s = 0;
+  int error = 0;
+  std::string error_text;
+  std::vector<uint8_t> control;  // START / END
+  std::vector<uint8_t> result_buf;
+};
+
+void on_client_sent(rowan_channel*, void* user, const void* buf, size_t len, int status) {
+  auto* s = static_cast<ClientStream*>(user);
+  if (status == ROWAN_OK && len > 0 && get32(static_cast<const uint8_t*>(buf)) == kData)
+    s->acked_bytes += len;
+  for (size_t i = 0; i < s->bufs.size(); ++i) {
+    if (s->bufs[i].data() == buf) s->free_bufs.push_back(i);
+  }
+}
+
+void on_client_recv(rowan_channel*, void* user, void* buf, size_t len, int status) {
+  auto* s = static_cast<ClientStream*>(user);
+  const auto* p = static_cast<const uint8_t*>(buf);
+  if (status == ROWAN_OK && len >= 32 && get32(p) == kResult) {
+    s->server_bytes = get64(p + 8);
+    s->server_messages = get64(p + 16);
+    s->server_errors = get64(p + 24);
+    s->result_seen = true;
+  }
+}
+
+void run_stream(ClientStream* s, const std::string& server, const rowan_channel_options& o,
+                uint64_t test, uint32_t streams, double duration, size_t msg_len, size_t depth) {
+  int rc = rowan_connect(server.c_str(), &o, &s->ch);
+  if (rc != ROWAN_OK) {
+    s->error = rc;
+    s->error_text = rowan_last_error();
+    return;
+  }
+  s->bufs.assign(depth, std::vector<uint8_t>(msg_len));
+  for (size_t i = 0; i < depth; ++i) s->free_bufs.push_back(depth - 1 - i);
+  s->control.assign(32, 0);
+  put32(s->control.data(), kStart);
+  put32(s->control.data() + 4, s->index);
+  put64(s->control.data() + 8, test);
+  put32(s->control.data() + 16, streams);
+  s->result_buf.assign(64, 0);
+  rowan_channel_post_recv(s->ch, s->result_buf.data(), s->result_buf.size(), on_client_recv, s);
+  rowan_channel_send(s->ch, s->control.data(), s->control.size(), nullptr, nullptr);
+  const auto start = Clock::now();
+  while (rc >= 0 && seconds_since(start) < duration) {
+    while (!s->free_bufs.empty()) {
+      const size_t i = s->free_bufs.back();
+      fill(s->bufs[i].data(), msg_len, test, s->index, s->next_seq);
+      rc = rowan_channel_send(s->ch, s->bufs[i].data(), msg_len, on_client_sent, s);
+      if (rc == ROWAN_ERR_AGAIN) break;
+      if (rc < 0) break;
+      s->free_bufs.pop_back();
+      ++s->next_seq;
+    }
+    if (rc < 0 && rc != ROWAN_ERR_AGAIN) break;
+    rc = rowan_channel_poll(s->ch, 10);
+  }
+  s->duration_s = seconds_since(start);
+  s->acked_in_time = s->acked_bytes;
+  if (rc >= 0) {
+    std::vector<uint8_t> end(16, 0);
+    put32(end.data(), kEnd);
+    put32(end.data() + 4, s->index);
+    put64(end.data() + 8, s->next_seq);
+    rc = rowan_channel_send(s->ch, end.data(), end.size(), nullptr, nullptr);
+    if (rc >= 0) rc = rowan_channel_flush(s->ch, 60000);
+    const auto wait = Clock::now();
+    while (rc >= 0 && !s->result_seen && seconds_since(wait) < 30)
+      rc = rowan_channel_poll(s->ch, 100);
+    if (rc < 0 && !s->result_seen) {
+      s->error = rc;
+      s->error_text = rowan_last_error();
+    }
+  } else {
+    s->error = rc;
+    s->error_text = rowan_last_error();
+  }
+  rowan_channel_stats_get(s->ch, &s->stats);
+  rowan_channel_close(s->ch);
+  s->ch = nullptr;
+}
+
+int run_client(const std::string& host, int port, double duration, int streams, size_t msg_len,
+               bool json, const rowan_channel_options& o) {
+  const std::string server =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  uint64_t test = 0;
+  while (test == 0) {
+    if (getrandom(&test, sizeof test, 0) != sizeof test) test = 0x5EED;
+  }
+  // Enough messages in flight to cover 4 x the expected BDP (send buffer 2
+  // BDP plus the window).
+  const double rate = o.rate_bps > 0 ? o.rate_bps : 1e9;
+  const double rtt = o.rtt_s > 0 ? o.rtt_s : 0.1;
+  const auto depth = static_cast<size_t>(
+      std::clamp(std::ceil(4 * rate / 8 * rtt / static_cast<double>(msg_len)), 8.0, 2048.0));
+  std::vector<ClientStream> s(static_cast<size_t>(streams));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < streams; ++i) {
+    s[static_cast<size_t>(i)].index = static_cast<uint32_t>(i);
+    threads.emplace_back(run_stream, &s[static_cast<size_t>(i)], server, o, test,
+                         static_cast<uint32_t>(streams), duration, msg_len, depth);
+  }
+  for (auto& t : threads) t.join();
+
+  double bytes = 0, dur = 0, min_rtt = 0, srtt = 0;
+  uint64_t sent = 0, retx = 0, server_bytes = 0, server_errors = 0;
+  int failures = 0;
+  nlohmann::ordered_json per = nlohmann::ordered_json::array();
+  for (const ClientStream& c : s) {
+    if (c.error != 0) {
+      ++failures;
+      std::fprintf(stderr, "rowan-perf: stream %u: %s (%s)\n", c.index, rowan_strerror(c.error),
+                   c.error_text.c_str());
+    }
+    bytes += static_cast<double>(c.acked_in_time);
+    dur = std::max(dur, c.duration_s);
+    sent += c.stats.packets_sent;
+    retx += c.stats.retransmitted_packets;
+    if (c.stats.min_rtt_s > 0 && (min_rtt == 0 || c.stats.min_rtt_s < min_rtt))
+      min_rtt = c.stats.min_rtt_s;
+    srtt += c.stats.srtt_s / streams;
+    server_bytes += c.server_bytes;
+    server_errors += c.server_errors;
+    if (!c.result_seen) ++failures;
+    per.push_back({{"stream", c.index},
+                   {"goodput_bps", c.duration_s > 0 ? c.acked_in_time * 8 / c.duration_s : 0},
+                   {"bytes_acked", c.acked_in_time},
+                   {"server_bytes", c.server_bytes},
+                   {"server_messages", c.server_messages},
+                   {"server_errors", c.server_errors},
+                   {"retransmitted_packets", c.stats.retransmitted_packets},
+                   {"packets_sent", c.stats.packets_sent},
+                   {"min_rtt_s", c.stats.min_rtt_s},
+                   {"srtt_s", c.stats.srtt_s},
+                   {"cc", c.stats.cc}});
+  }
+  const double goodput = dur > 0 ? bytes * 8 / dur : 0;
+  const double ratio = sent > 0 ? static_cast<double>(retx) / static_cast<double>(sent) : 0;
+  if (json) {
+    nlohmann::ordered_json j{{"goodput_bps", goodput},
+                             {"duration_s", dur},
+                             {"retransmit_ratio", ratio},
+                             {"min_rtt_s", min_rtt},
+                             {"srtt_s", srtt},
+                             {"streams", streams},
+                             {"message_bytes", msg_len},
+                             {"cc", s.empty() ? "" : s[0].stats.cc},
+                             {"verified_bytes", server_bytes},
+                             {"verify_errors", server_errors},
+                             {"failed_streams", failures},
+                             {"per_stream", per}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf(
+        "%d stream(s), %.2f s: goodput %.1f Mbit/s, retransmit %.4f, min RTT %.2f ms, "
+        "SRTT %.2f ms, verified %" PRIu64 " bytes, %" PRIu64 " errors\n",
+        streams, dur, goodput / 1e6, ratio, min_rtt * 1e3, srtt * 1e3, server_bytes, server_errors);
+  }
+  return failures == 0 && server_errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rowan-perf: goodput over librowan's message channel (like iperf3)"};
+  bool server = false, one = false, json = false;
+  std::string host, cc;
+  int port = 5201, streams = 1;
+  double duration = 10, rate = 0, rtt = 0;
+  size_t msg_len = 128 * 1024;
+  app.add_flag("-s,--server", server, "run as server");
+  app.add_option("-c,--client", host, "run as client to HOST");
+  app.add_option("-p,--port", port, "server port")->check(CLI::Range(1, 65535));
+  app.add_flag("-1,--one-off", one, "server: exit after one test");
+  app.add_option("-t,--time", duration, "seconds to send")->check(CLI::Range(0.1, 3600.0));
+  app.add_option("-P,--parallel", streams, "parallel streams (channels)")->check(CLI::Range(1, 64));
+  app.add_option("--cc", cc, "congestion controller (rowan, bbr, cubic, ...)");
+  app.add_option("-l,--length", msg_len, "message bytes")
+      ->check(CLI::Range(size_t{kHeader}, kMaxMessage));
+  app.add_option("--rate", rate, "expected path rate in bit/s (sizes buffers); default 1e9");
+  app.add_option("--rtt", rtt, "expected RTT in seconds; default: measured");
+  app.add_flag("-J,--json", json, "client: one JSON object on stdout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  if (server == !host.empty()) {
+    std::fprintf(stderr, "rowan-perf: give exactly one of -s or -c HOST\n");
+    return kExitUsage;
+  }
+  rowan_channel_options o;
+  rowan_channel_options_init(&o);
+  if (!cc.empty()) o.cc = cc.c_str();
+  o.rate_bps = rate;
+  o.rtt_s = rtt;
+  if (server) return run_server(port, one, o);
+  return run_client(host, port, duration, streams, msg_len, json, o);
+}
