@@ -28,6 +28,7 @@
 #include <toml++/toml.h>
 
 #include "base/clock.h"
+#include "crypto/keys.h"
 #include "registry.h"
 
 namespace rowan::gw {
@@ -701,6 +702,8 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   };
   ring("rx_ring", local.rx_ring);
   ring("tx_ring", local.tx_ring);
+  r.boolean("insecure", local.insecure);
+  r.str("private_key_file", local.private_key_file);
   r.finish();
 }
 
@@ -870,6 +873,16 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
         errors.add(pp.endpoint,
                    fmt::format("peer.endpoint: no [[wan.link]] binds an IPv{} address to reach {}",
                                peer.endpoint.addr.version, peer.endpoint.to_string()));
+      }
+    }
+    if (const std::string* s = r.string_node("public_key", &n)) {
+      if (!crypto::key_from_base64(*s)) {
+        r.error(n, "public_key",
+                fmt::format("{} is not an X25519 public key (44 base64 characters, as printed by "
+                            "`rowanctl pubkey`)",
+                            quote_text(*s)));
+      } else {
+        peer.public_key = *s;
       }
     }
     r.finish();
@@ -1136,6 +1149,12 @@ GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors
   read_metrics(root, cfg.metrics, errors);
   read_log(root, cfg.log, errors);
   root.finish();
+  if (!cfg.local.private_key_file.empty() && cfg.local.private_key_file.front() != '/') {
+    const size_t slash = path.rfind('/');
+    if (slash != std::string::npos) {
+      cfg.local.private_key_file = path.substr(0, slash + 1) + cfg.local.private_key_file;
+    }
+  }
   cross_check(cfg, link_pos, route_pos, doc.get("wan") != nullptr, errors);
   return cfg;
 }
@@ -1260,6 +1279,10 @@ std::string local_toml(const LocalConfig& l) {
   s += fmt::format("mtu = {}\n", l.mtu);
   s += fmt::format("rx_ring = {}\n", l.rx_ring);
   s += fmt::format("tx_ring = {}\n", l.tx_ring);
+  if (!l.private_key_file.empty()) {
+    s += fmt::format("private_key_file = {}\n", toml_string(l.private_key_file));
+  }
+  s += fmt::format("insecure = {}\n", l.insecure ? "true" : "false");
   return s;
 }
 
@@ -1295,6 +1318,7 @@ std::string peers_toml(const std::vector<PeerConfig>& peers) {
     s += "links = [";
     for (size_t i = 0; i < p.links.size(); ++i) s += (i == 0 ? "" : ", ") + toml_string(p.links[i]);
     s += "]\n";
+    if (!p.public_key.empty()) s += fmt::format("public_key = {}\n", toml_string(p.public_key));
   }
   return s;
 }

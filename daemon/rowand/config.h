@@ -58,6 +58,11 @@ struct LocalConfig {
   uint32_t mtu = 4200;  ///< largest local IP packet (4096-byte RoCE payload + headers)
   uint16_t rx_ring = 1024;
   uint16_t tx_ring = 1024;
+  /// This gateway's X25519 private key (base64, `rowanctl genkey`; mode 0600).
+  /// A relative path is relative to the config file's directory.
+  std::string private_key_file;
+  /// Plaintext WAN links (no encryption, no peer authentication); logged loudly.
+  bool insecure = false;
 };
 
 enum class WanBackend : uint8_t { kUdp, kDpdk };
@@ -87,6 +92,7 @@ struct PeerConfig {
   SockAddr endpoint;               ///< the peer gateway's WAN address and port
   std::vector<std::string> links;  ///< names of [[wan.link]]s to reach it; when the file
                                    ///< names none, parsing fills in every link (never empty)
+  std::string public_key;          ///< the peer's X25519 public key (base64, 44 characters)
 };
 
 enum class RouteMode : uint8_t { kPassthrough, kSplit, kDirect };
