@@ -126,7 +126,16 @@ TEST(Channel, EchoesMessagesWholeAndInOrder) {
                   &c),
               ROWAN_OK);
   }
-  ASSERT_EQ(rowan_channel_flush(ch, 20000), ROWAN_OK) << rowan_last_error();
+  {
+    const int rc = rowan_channel_flush(ch, 20000);
+    rowan_channel_stats fs{};
+    rowan_channel_stats_get(ch, &fs);
+    ASSERT_EQ(rc, ROWAN_OK) << rowan_strerror(rc) << " " << rowan_last_error() << " sent "
+                            << fs.packets_sent << " received " << fs.packets_received
+                            << " completions " << c.completions << " echoes " << c.next_expected
+                            << " server " << server_rc.load() << " in flight "
+                            << fs.bytes_in_flight << " cwnd " << fs.cwnd_bytes;
+  }
   EXPECT_EQ(c.completions, kMessages);
   EXPECT_EQ(c.send_order_errors, 0u);
   for (int i = 0; i < 400 && c.next_expected < kMessages; ++i) {
@@ -222,14 +231,18 @@ TEST(Channel, HandshakeFailures) {
   EXPECT_EQ(rowan_connect(addr.c_str(), &o, &ch), ROWAN_ERR_UNREACHABLE);  // no accept() running
   EXPECT_NE(std::string(rowan_last_error()).find("no answer"), std::string::npos);
 
+  rowan_listener_close(l);  // (it holds the stale hellos of that attempt)
+
   // A congestion controller the server does not know: rejected.
+  ASSERT_EQ(rowan_listen("127.0.0.1:0", nullptr, &l), ROWAN_OK);
+  const std::string addr2 = "127.0.0.1:" + std::to_string(rowan_listener_port(l));
   o.handshake_timeout_ms = 5000;
   o.cc = "no-such-cc";
   std::thread t([&] {
     rowan_channel* s = nullptr;
     EXPECT_EQ(rowan_accept(l, 2000, &s), ROWAN_ERR_TIMEOUT);  // rejects, keeps waiting
   });
-  EXPECT_EQ(rowan_connect(addr.c_str(), &o, &ch), ROWAN_ERR_PROTOCOL);
+  EXPECT_EQ(rowan_connect(addr2.c_str(), &o, &ch), ROWAN_ERR_PROTOCOL);
   t.join();
   rowan_listener_close(l);
 
