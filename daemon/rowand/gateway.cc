@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include "codec/bytes.h"
 #include "registry.h"
@@ -133,6 +134,21 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   site_.addr = cfg.local.address;
   site_.len = cfg.local.prefix_len;
   const TimePoint now = clock.now();
+  crypto::Key private_key{};
+  if (!cfg.local.insecure) {
+    if (cfg.local.private_key_file.empty()) {
+      throw std::runtime_error(
+          "local.private_key_file is required (create one with `rowanctl genkey`); "
+          "local.insecure = true runs the WAN links in plaintext");
+    }
+    private_key = crypto::load_private_key_file(cfg.local.private_key_file);
+  }
+  // Handshake timestamps are wall-clock time, so they keep increasing across a
+  // restart (the peer rejects initiations not newer than the last).
+  timespec wall{};
+  clock_gettime(CLOCK_REALTIME, &wall);
+  const Duration wall_offset =
+      Duration::from_ns(static_cast<int64_t>(wall.tv_sec) * 1000000000 + wall.tv_nsec - now.ns());
   for (const PeerConfig& pc : cfg.peers) {
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
@@ -149,19 +165,33 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     o.peer = io::UdpEndpoint::parse(pc.endpoint.to_string());
     o.max_datagram = p->link->mtu - ip_hdr - 8;
     p->io = std::make_unique<io::UdpUringIo>(o);
+    io::PacketIo* wan = p->io.get();
+    if (!cfg.local.insecure) {
+      const auto peer_key = crypto::key_from_base64(pc.public_key);
+      if (!peer_key) {
+        throw std::runtime_error("peer " + pc.name +
+                                 ": public_key is required (or local.insecure = true)");
+      }
+      crypto::SecureIoOptions so;
+      so.private_key = private_key;
+      so.peer_public = *peer_key;
+      so.wall_offset = wall_offset;
+      p->secure = std::make_unique<crypto::SecureIo>(*p->io, so, now);
+      wan = p->secure.get();
+    }
 
     transport::TransportConfig tc;
     tc.connection_id = pair_connection_id(p->link->bind, pc.endpoint);
     tc.link_rate = p->link->rate;
     tc.base_rtt = p->link->rtt;
-    tc.max_datagram = o.max_datagram;
+    tc.max_datagram = wan->max_datagram();
     tc.cc = cfg.cc.algorithm;
     tc.cc_params = cfg.cc.params;
     tc.send_buffer_bdp = cfg.wan.send_buffer_bdp;
     tc.recv_window_bdp = cfg.wan.recv_window_bdp;
     tc.max_streams = cfg.wan.max_flows;
     p->conn = std::make_unique<transport::Connection>(tc, clock, now);
-    p->driver = std::make_unique<transport::Driver>(*p->conn, *p->io);
+    p->driver = std::make_unique<transport::Driver>(*p->conn, *wan);
     p->rx.resize(cfg.wan.max_flows);
     peers_.push_back(std::move(p));
   }
@@ -683,6 +713,23 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                               {"flow_control", s.drop_flow_control},
                               {"too_many_streams", s.drop_too_many_streams}}},
     });
+    if (p.secure) {
+      const crypto::SecureStats& ss = p.secure->secure_stats();
+      J drops = J::object();
+      for (size_t i = 0; i < ss.drops.size(); ++i) {
+        drops[crypto::to_string(static_cast<crypto::SecureDrop>(i))] = ss.drops[i];
+      }
+      peers.back()["encryption"] = "aes-256-gcm";
+      peers.back()["session"] = p.secure->peer_up(now) ? "up" : "down";
+      peers.back()["last_handshake_seconds_ago"] =
+          ss.last_handshake.is_zero() ? -1.0 : (now - ss.last_handshake).seconds();
+      peers.back()["handshakes"] = ss.handshakes_completed;
+      peers.back()["rekeys"] = ss.rekeys;
+      peers.back()["tx_no_session"] = ss.tx_no_session;
+      peers.back()["security_drops"] = drops;
+    } else {
+      peers.back()["encryption"] = "none (insecure)";
+    }
     const io::IoStats& io = p.io->stats();
     links.push_back(J{{"name", p.link->name},
                       {"backend", "udp"},
@@ -746,6 +793,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                                   {"oerrors", ps.oerrors},
                                   {"rx_nombuf", ps.rx_nombuf}}}}},
            {"routes", routes},
+           {"security", cfg_.local.insecure ? "INSECURE (plaintext WAN links)" : "aes-256-gcm"},
            {"peers", peers.size()},
            {"flows", flows_.size()},
            {"flows_created", ctr_.flows_created},

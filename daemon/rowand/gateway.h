@@ -28,6 +28,7 @@
 
 #include "base/clock.h"
 #include "config.h"
+#include "crypto/secure_io.h"
 #include "dpdk_port.h"
 #include "flow_table.h"
 #include "io/udp_uring.h"
@@ -93,6 +94,10 @@ struct PeerState {
   PeerConfig cfg;
   const WanLinkConfig* link = nullptr;
   std::unique_ptr<io::UdpUringIo> io;
+  /// Encrypts the link (docs/link-security.md); null when local.insecure. The
+  /// driver runs on it instead of `io`; peer_up()/secure_stats() give the
+  /// session state and last handshake.
+  std::unique_ptr<crypto::SecureIo> secure;
   std::unique_ptr<transport::Connection> conn;
   std::unique_ptr<transport::Driver> driver;
   struct RxStream {

@@ -64,6 +64,11 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     Handler handler(gateway);
     gw::ControlServer control(cfg.control, handler);
     control.start();
+    if (cfg.local.insecure) {
+      spdlog::warn(
+          "INSECURE: local.insecure = true: the WAN links carry plaintext, unauthenticated "
+          "datagrams; anyone on the path can read, alter and inject traffic");
+    }
     spdlog::info("rowand up: local {} ({}), {} peer(s), {} route(s), control {}", cfg.local.device,
                  local.name(), cfg.peers.size(), cfg.routes.size(), control.path());
     sd_notify(0, "READY=1\nSTATUS=forwarding");
