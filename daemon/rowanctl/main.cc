@@ -1,5 +1,6 @@
 // rowanctl: the operator's command-line tool for rowan.
 //   rowanctl decode FILE.pcap [--json]
+//   rowanctl genkey | pubkey               X25519 keys for [local]/[[peer]]
 //   rowanctl [-s SOCKET] status|peers|links|flows|reload [--json|--wide]
 //
 // Exit status: 0; 1 when the daemon answers with an error; 64 on a usage
@@ -13,6 +14,7 @@
 
 #include "ctl.h"
 #include "decode.h"
+#include "keys.h"
 
 namespace {
 constexpr int kExitUsage = 64;  // EX_USAGE
@@ -37,6 +39,11 @@ int main(int argc, char** argv) {
       "decode", "Decode a capture (pcap or pcapng) as RoCEv2, one frame per line");
   decode->add_option("file", pcap_path, "capture file")->required();
   decode->add_flag("-j,--json", json, "one JSON object per frame");
+
+  CLI::App* genkey =
+      app.add_subcommand("genkey", "Print a new private key (base64), like wg genkey");
+  CLI::App* pubkey =
+      app.add_subcommand("pubkey", "Read a private key on stdin, print its public key");
 
   struct Query {
     const char* name;
@@ -65,6 +72,8 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
+  if (genkey->parsed()) return rowan::ctl::run_genkey(std::cout, std::cerr);
+  if (pubkey->parsed()) return rowan::ctl::run_pubkey(std::cin, std::cout, std::cerr);
   if (decode->parsed()) return rowan::ctl::run_decode(pcap_path, json, std::cout, std::cerr);
   if (!command.empty()) {
     const rowan::ctl::OutputOptions opt{json, wide, static_cast<int>(timeout_s * 1000)};
