@@ -126,6 +126,54 @@ NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcep
 }
 
 // ---------------------------------------------------------------------------
+// What split mode (split_engine.h) uses of the packet engine.
+
+class GatewaySplitIo final : public SplitIo {
+ public:
+  explicit GatewaySplitIo(Gateway& g) : g_(g) {}
+  bool carry(Flow& f, const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
+    if (!f.tail.empty()) return false;
+    PeerState& peer = *g_.peers_[f.peer];
+    if (!g_.write_record(peer, f, ip, len, now)) return false;
+    ++f.packets;
+    f.bytes += len;
+    ++peer.carried_packets;
+    peer.carried_bytes += len;
+    return true;
+  }
+  bool has_room(const Flow& f, uint32_t len) const noexcept override {
+    return f.tail.empty() && g_.peers_[f.peer]->conn->send_buffer_free() >= len + 2U;
+  }
+  bool over_share(const Flow& f) const noexcept override {
+    // The same share as CE marking (maybe_mark_ce).
+    const transport::Connection& c = *g_.peers_[f.peer]->conn;
+    if (c.unacked_bytes() <= c.bdp() || g_.last_window_flows_ == 0) return false;
+    return f.last_window_bytes * g_.last_window_flows_ > g_.last_window_total_;
+  }
+  void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
+    g_.deliver(ip, len, now);
+  }
+  bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
+    FlowKey key;
+    if (!g_.classify(ip, len, key)) return false;
+    const Gateway::Route* r = g_.lookup(key.dst);
+    if (r == nullptr) return false;
+    bool created = false;
+    Flow* f = g_.flows_.find_or_add(key, now, &created);
+    if (f == nullptr) return false;
+    if (created) {
+      ++g_.ctr_.flows_created;
+      f->peer = r->peer;
+    }
+    f->last_seen = now;
+    return carry(*f, ip, len, now);
+  }
+
+ private:
+  Gateway& g_;
+};
+
+// ---------------------------------------------------------------------------
 // Gateway
 
 Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
@@ -195,6 +243,8 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     p->rx.resize(cfg.wan.max_flows);
     peers_.push_back(std::move(p));
   }
+  split_io_ = std::make_unique<GatewaySplitIo>(*this);
+  split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
   reload(cfg);
   next_housekeeping_ = now;
   window_start_ = now;
@@ -246,6 +296,12 @@ bool Gateway::poll(TimePoint now) noexcept {
   ++ctr_.loops;
   local_rx(now);
   flush_tails(now);
+  split_->poll(now);
+  PeerState* stalled_peer = nullptr;
+  uint64_t stalled_stream = 0;
+  while (split_->take_unblocked(&stalled_peer, &stalled_stream)) {
+    drain_stream(*stalled_peer, stalled_stream, now);
+  }
   for (auto& p : peers_) {
     p->driver->poll(now);
     const uint64_t rxp = p->conn->stats().packets_received;
@@ -262,7 +318,7 @@ bool Gateway::poll(TimePoint now) noexcept {
 }
 
 TimePoint Gateway::next_timeout() const noexcept {
-  TimePoint t = next_housekeeping_;
+  TimePoint t = std::min(next_housekeeping_, split_->next_timeout());
   for (const auto& p : peers_) t = std::min(t, p->conn->next_timeout());
   return t;
 }
@@ -404,7 +460,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     return;
   }
   // kSplit: every flow starts in passthrough (ARCHITECTURE.md) until the
-  // split engine pairs it; this build carries all flows in passthrough.
+  // split engine pairs it (split_engine.h).
   FlowKey key;
   if (!classify(ip, iplen, key)) {
     drop(Drop::kMalformedRoce, m);
@@ -422,6 +478,11 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
   }
   PeerState& peer = *peers_[f->peer];
   f->last_seen = now;
+  if (key.kind == FlowKind::kRoce &&
+      split_->on_local(*f, r->mode == RouteMode::kSplit, ip, iplen, now)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
   if (!f->tail.empty()) {  // an earlier record is still waiting for buffer space
     ++f->dropped;
     drop(Drop::kBacklog, m);
@@ -509,25 +570,33 @@ void Gateway::drain_peer(PeerState& peer, TimePoint now) noexcept {
       ++ctr_.drops[static_cast<size_t>(Drop::kBadRecord)];
       continue;
     }
-    PeerState::RxStream& rs = peer.rx[id];
-    for (;;) {
-      if (rs.need == 0) {
-        if (c.readable(id) < 2) break;
-        uint8_t h[2];
-        c.read(id, h, 2, nullptr, now);
-        rs.need = load_be16(h);
-        if (rs.need == 0) continue;  // an empty record: nothing to deliver
-      }
-      if (c.readable(id) < rs.need) break;
-      c.read(id, scratch_.data(), rs.need, nullptr, now);
-      ++rs.packets;
-      rs.bytes += rs.need;
-      deliver(scratch_.data(), rs.need, now);
-      ++peer.delivered_packets;
-      peer.delivered_bytes += rs.need;
-      rs.need = 0;
-      moved_ = true;
+    drain_stream(peer, id, now);
+  }
+}
+
+void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept {
+  transport::Connection& c = *peer.conn;
+  PeerState::RxStream& rs = peer.rx[id];
+  for (;;) {
+    if (rs.need == 0) {
+      if (c.readable(id) < 2) break;
+      uint8_t h[2];
+      c.read(id, h, 2, nullptr, now);
+      rs.need = load_be16(h);
+      if (rs.need == 0) continue;  // an empty record: nothing to deliver
     }
+    if (c.readable(id) < rs.need) break;
+    if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
+    c.read(id, scratch_.data(), rs.need, nullptr, now);
+    ++rs.packets;
+    rs.bytes += rs.need;
+    if (!split_->on_wan(&peer, id, scratch_.data(), rs.need, now)) {
+      deliver(scratch_.data(), rs.need, now);
+    }
+    ++peer.delivered_packets;
+    peer.delivered_bytes += rs.need;
+    rs.need = 0;
+    moved_ = true;
   }
 }
 
@@ -649,6 +718,7 @@ void Gateway::housekeeping(TimePoint now) noexcept {
     window_start_ = now;
   }
   ctr_.flows_expired += flows_.expire(now - cfg_.wan.flow_idle_timeout);
+  split_->expire(now - cfg_.wan.flow_idle_timeout);
 }
 
 void Gateway::publish(TimePoint now) {
@@ -804,7 +874,8 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
            {"ce_marked", ctr_.ce_marked},
            {"arp_replies", ctr_.arp_replies},
            {"arp_requests", ctr_.arp_requests},
-           {"drops", drops}};
+           {"drops", drops},
+           {"split", split_->snapshot()}};
   return J{{"status", status}, {"peers", peers}, {"links", links}, {"flows", flows}};
 }
 

@@ -31,6 +31,7 @@
 #include "crypto/secure_io.h"
 #include "dpdk_port.h"
 #include "flow_table.h"
+#include "split_engine.h"
 #include "io/udp_uring.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
@@ -129,6 +130,8 @@ struct GatewayCounters {
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
 };
 
+class GatewaySplitIo;
+
 class Gateway {
  public:
   /// Opens the peers' WAN links and connections. Throws on failure.
@@ -173,6 +176,7 @@ class Gateway {
   void flush_tails(TimePoint now) noexcept;
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
+  void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
   void enqueue_local(rte_mbuf* m) noexcept;
@@ -204,6 +208,10 @@ class Gateway {
   uint32_t window_flows_ = 0, last_window_flows_ = 0;
   bool moved_ = false;
   uint32_t tails_ = 0;  ///< flows holding a partly written record
+
+  friend class GatewaySplitIo;  ///< split mode's access to carrying and delivery
+  std::unique_ptr<GatewaySplitIo> split_io_;
+  std::unique_ptr<SplitEngine> split_;  ///< split-mode routes (split_engine.h)
 
   mutable std::mutex snap_mu_;
   nlohmann::ordered_json snap_;

@@ -92,6 +92,9 @@ class Requester {
   /// When poll() or next_transmit() must run next.
   TimePoint next_timeout() const noexcept;
 
+  /// The path MTU toward the remote host (READ spans), once learnt.
+  void set_pmtu(uint32_t pmtu) noexcept { cfg_.pmtu = pmtu; }
+
   bool full() const { return count_ == slots_; }
   uint32_t in_window() const { return count_; }
   uint64_t bytes_held() const { return bytes_; }

@@ -78,7 +78,8 @@ class Responder {
  public:
   static constexpr uint32_t kMaxReads = 16;  ///< IBA max_rd_atomic
 
-  explicit Responder(const ResponderConfig& cfg = {}) : cfg_(cfg) {}
+  Responder() = default;
+  explicit Responder(const ResponderConfig& cfg) : cfg_(cfg) {}
 
   /// Starts at `expected_psn` (the next PSN the requester sends) with `msn`
   /// messages completed. `base_confirmed`: false when packets before
@@ -108,6 +109,10 @@ class Responder {
   void poll(TimePoint now, Reply& reply) noexcept;
   /// When poll() must run next (infinite when nothing waits).
   TimePoint next_timeout() const noexcept;
+
+  /// The path MTU toward the requester (READ response spans), once learnt.
+  void set_pmtu(uint32_t pmtu) noexcept { cfg_.pmtu = pmtu; }
+  uint32_t pmtu() const { return cfg_.pmtu; }
 
   bool started() const { return started_; }
   bool failed() const { return failed_; }

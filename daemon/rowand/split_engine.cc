@@ -1,0 +1,604 @@
+#include "split_engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "codec/bytes.h"
+
+namespace rowan::gw {
+namespace {
+
+using roce::psn_add;
+using roce::psn_lt;
+using wire::load_be32;
+using wire::store_be32;
+
+constexpr uint8_t kCtrlMagic = 0xF0;  // version nibble 15: never an IP packet
+constexpr uint8_t kCtrlStart = 1;
+constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
+constexpr uint32_t kDefaultPmtu = 1024;
+constexpr uint32_t kEgressSlots = 1024;
+constexpr uint16_t kDefaultSport = 0xC000;
+
+size_t addr_len(const roce::IpAddr& a) { return a.version == 6 ? 16 : 4; }
+
+bool same_ip(const roce::IpAddr& a, const roce::IpAddr& b) {
+  return a.version == b.version && std::memcmp(a.bytes.data(), b.bytes.data(), addr_len(a)) == 0;
+}
+
+roce::IpAddr clean(const roce::IpAddr& a) {
+  roce::IpAddr r;
+  r.version = a.version;
+  std::memcpy(r.bytes.data(), a.bytes.data(), addr_len(a));
+  return r;
+}
+
+/// The flow key the gateway's classifier gives this packet.
+FlowKey key_of(const roce::RocePacket& p) {
+  FlowKey k;
+  k.src = clean(p.src);
+  k.dst = clean(p.dst);
+  k.qp = p.bth.dest_qp;
+  k.proto = 17;
+  k.kind = FlowKind::kRoce;
+  return k;
+}
+
+bool is_request(const roce::RocePacket& p) {
+  return split::request_kind(p.bth.opcode) != split::ReqKind::kOther;
+}
+
+bool is_full_size(uint8_t opcode) {
+  switch (opcode) {
+    case roce::op::kRcSendFirst:
+    case roce::op::kRcSendMiddle:
+    case roce::op::kRcWriteFirst:
+    case roce::op::kRcWriteMiddle:
+    case roce::op::kRcReadResponseFirst:
+    case roce::op::kRcReadResponseMiddle:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+SplitEngine::SplitEngine(SplitIo& io, uint32_t local_mtu)
+    : io_(io), local_mtu_(local_mtu), flows_(kMaxFlows) {}
+
+FlowKey SplitEngine::rev_key(const SplitFlow& sf) {
+  FlowKey k = sf.fwd;
+  k.src = sf.fwd.dst;
+  k.dst = sf.fwd.src;
+  k.qp = sf.rev_qp;
+  return k;
+}
+
+SplitEngine::SplitFlow* SplitEngine::find(const FlowKey& k, bool reverse) noexcept {
+  const auto& idx = reverse ? rev_index_ : fwd_index_;
+  for (uint32_t i = 0, b = static_cast<uint32_t>(k.hash() % kIndex); i < kIndex;
+       ++i, b = (b + 1) % kIndex) {
+    if (idx[b] == 0) return nullptr;
+    SplitFlow& sf = flows_[static_cast<uint32_t>(idx[b] - 1)];
+    if (sf.role == Role::kFree) continue;
+    if (reverse ? (sf.rev_qp != 0 && rev_key(sf) == k) : sf.fwd == k) return &sf;
+  }
+  return nullptr;
+}
+
+void SplitEngine::index(uint32_t slot) noexcept {
+  const SplitFlow& sf = flows_[slot];
+  auto put = [slot](std::array<int32_t, kIndex>& idx, const FlowKey& k) {
+    for (uint32_t i = 0, b = static_cast<uint32_t>(k.hash() % kIndex); i < kIndex;
+         ++i, b = (b + 1) % kIndex) {
+      if (idx[b] == static_cast<int32_t>(slot + 1)) return;
+      if (idx[b] == 0) {
+        idx[b] = static_cast<int32_t>(slot + 1);
+        return;
+      }
+    }
+  };
+  put(fwd_index_, sf.fwd);
+  if (sf.rev_qp != 0) put(rev_index_, rev_key(sf));
+}
+
+void SplitEngine::rebuild_index() noexcept {
+  fwd_index_.fill(0);
+  rev_index_.fill(0);
+  for (uint32_t i = 0; i < flows_.size(); ++i) {
+    if (flows_[i].role != Role::kFree) index(i);
+  }
+}
+
+SplitEngine::SplitFlow* SplitEngine::add(const FlowKey& fwd, Role role, TimePoint now) noexcept {
+  for (uint32_t i = 0; i < flows_.size(); ++i) {
+    SplitFlow& sf = flows_[i];
+    if (sf.role != Role::kFree) continue;
+    sf.requester.reset();
+    sf = SplitFlow{};
+    sf.role = role;
+    sf.fwd = fwd;
+    sf.udp_sport = kDefaultSport;
+    sf.last_active = now;
+    ++used_;
+    index(i);
+    return &sf;
+  }
+  ++stats_.table_full;
+  return nullptr;
+}
+
+void SplitEngine::learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept {
+  if (!is_full_size(p.bth.opcode)) return;
+  const uint32_t n = p.payload_len;
+  if (n < 256 || n > 4096 || (n & (n - 1)) != 0 || n <= sf.pmtu) return;
+  sf.pmtu = n;
+  sf.responder.set_pmtu(n);
+  if (sf.requester) sf.requester->set_pmtu(n);
+}
+
+// ---------------------------------------------------------------------------
+// Local RX
+
+bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint32_t len,
+                           TimePoint now) noexcept {
+  if (used_ == 0 && !split_route) return false;
+  roce::RocePacket p;
+  if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
+  if (is_request(p)) {
+    SplitFlow* sf = find(key_of(p), false);
+    if (sf == nullptr) {
+      if (!split_route) return false;
+      sf = add(key_of(p), Role::kTracking, now);
+      if (sf == nullptr) return false;
+      ++tracking_;
+      ++stats_.flows_tracked;
+    }
+    sf->last_active = now;
+    learn_pmtu(*sf, p);
+    if (sf->role == Role::kIngress) return ingress_request(*sf, flow, p, ip, len, now);
+    if (sf->role != Role::kTracking) return false;
+    if (sf->pairing.matched() && sf->rev_qp != 0 && p.bth.psn == sf->pairing.next_psn()) {
+      start_split(*sf, flow, now);
+      if (sf->role == Role::kIngress) return ingress_request(*sf, flow, p, ip, len, now);
+    }
+    sf->pairing.on_forwarded(p.bth.opcode, p.bth.psn, p.bth.ack_req, p.reth.dma_len,
+                             sf->pmtu != 0 ? sf->pmtu : kDefaultPmtu);
+    return false;
+  }
+  // A local responder answering a remote requester.
+  SplitFlow* sf = find(key_of(p), true);
+  if (sf == nullptr || sf->role != Role::kEgress) return false;
+  return egress_from_responder(*sf, p, now);
+}
+
+void SplitEngine::start_split(SplitFlow& sf, Flow& flow, TimePoint now) noexcept {
+  const uint32_t pmtu = sf.pmtu != 0 ? sf.pmtu : kDefaultPmtu;
+  const uint32_t start = sf.pairing.next_psn();
+  uint8_t* c = frame_.data();
+  std::memset(c, 0, kCtrlLen);
+  c[0] = kCtrlMagic;
+  c[1] = kCtrlStart;
+  c[2] = sf.fwd.src.version;
+  std::memcpy(c + 4, sf.fwd.src.bytes.data(), 16);
+  std::memcpy(c + 20, sf.fwd.dst.bytes.data(), 16);
+  store_be32(c + 36, sf.fwd.qp);
+  store_be32(c + 40, sf.rev_qp);
+  store_be32(c + 44, start);
+  store_be32(c + 48, pmtu);
+  if (!io_.has_room(flow, kCtrlLen) || !io_.carry(flow, c, kCtrlLen, now)) return;
+  split::ResponderConfig rc;
+  rc.pmtu = pmtu;
+  sf.responder = split::Responder(rc);
+  sf.responder.start(start, sf.pairing.next_msn(), sf.pairing.quiescent());
+  sf.role = Role::kIngress;
+  --tracking_;
+  ++stats_.flows_paired;
+}
+
+bool SplitEngine::ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePacket& p,
+                                  const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+  split::Request r;
+  r.opcode = p.bth.opcode;
+  r.psn = p.bth.psn;
+  r.ack_req = p.bth.ack_req;
+  r.dma_len = p.has(roce::kHasReth) ? p.reth.dma_len : 0;
+  split::Reply reply;
+  const bool room = io_.has_room(flow, len);
+  const split::Verdict v =
+      sf.responder.on_request(r, room, room && io_.over_share(flow), now, reply);
+  if (v == split::Verdict::kCarry && io_.carry(flow, ip, len, now)) {
+    ++stats_.requests_carried;
+  } else {
+    ++stats_.requests_dropped;
+  }
+  send_reply(sf, reply, now);
+  return true;
+}
+
+bool SplitEngine::egress_from_responder(SplitFlow& sf, const roce::RocePacket& p,
+                                        TimePoint now) noexcept {
+  split::Requester& rq = *sf.requester;
+  sf.last_active = now;
+  learn_pmtu(sf, p);
+  const uint8_t op = p.bth.opcode;
+  const uint32_t psn = p.bth.psn;
+  const uint32_t start = rq.start_psn();
+  if (split::is_read_response(op) || op == roce::op::kRcAtomicAck) {
+    rq.on_response(op, psn, now);
+    flush(sf, now);
+    return false;  // responses travel end to end
+  }
+  if (op != roce::op::kRcAck) return false;
+  const roce::AethKind kind = p.aeth.kind();
+  const bool seq_nak = kind == roce::AethKind::kNak &&
+                       p.aeth.value() == static_cast<uint8_t>(roce::NakCode::kPsnSequenceError);
+  if (kind == roce::AethKind::kAck || seq_nak || kind == roce::AethKind::kRnrNak) {
+    // Acknowledges only passthrough packets: the requester needs it.
+    const uint32_t through = kind == roce::AethKind::kAck ? psn : psn_add(psn, -1);
+    if (psn_lt(through, psn_add(start, -1))) return false;
+    if (rq.on_aeth(psn, p.aeth.syndrome, now) == split::Event::kRetryExceeded) {
+      report_failure(sf, now);
+    }
+    flush(sf, now);
+    if (!sf.base_relayed) {
+      sf.base_relayed = true;  // it covers the passthrough part: relay this one
+      return false;
+    }
+    ++stats_.acks_consumed;
+    return true;
+  }
+  if (kind == roce::AethKind::kNak) {
+    rq.on_aeth(psn, p.aeth.syndrome, now);
+    ++stats_.fatal;
+    return false;  // the ingress fails the flow toward the requester
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// From the WAN
+
+bool SplitEngine::on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, uint32_t len,
+                         TimePoint now) noexcept {
+  if (len >= 1 && ip[0] == kCtrlMagic) {
+    on_control(peer, stream, ip, len, now);
+    return true;
+  }
+  if (used_ == 0) return false;
+  roce::RocePacket p;
+  if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
+  if (is_request(p)) {
+    SplitFlow* sf = find(key_of(p), false);
+    if (sf == nullptr || sf->role != Role::kEgress) return false;
+    return egress_request(*sf, p, ip, len, now);
+  }
+  SplitFlow* sf = find(key_of(p), true);
+  if (sf == nullptr) {
+    if (p.bth.opcode == roce::op::kRcAck && p.aeth.kind() == roce::AethKind::kAck) track_ack(p);
+    return false;
+  }
+  if (sf->role == Role::kIngress) return ingress_from_remote(*sf, p, ip, len, now);
+  if (sf->role == Role::kTracking && p.bth.opcode == roce::op::kRcAck &&
+      p.aeth.kind() == roce::AethKind::kAck) {
+    sf->pairing.on_ack(p.bth.psn, p.aeth.msn);
+  }
+  return false;
+}
+
+void SplitEngine::track_ack(const roce::RocePacket& p) noexcept {
+  if (tracking_ == 0) return;
+  const roce::IpAddr src = clean(p.src);
+  const roce::IpAddr dst = clean(p.dst);
+  for (uint32_t i = 0; i < flows_.size(); ++i) {
+    SplitFlow& sf = flows_[i];
+    if (sf.role != Role::kTracking || sf.rev_qp != 0) continue;
+    if (!same_ip(sf.fwd.src, dst) || !same_ip(sf.fwd.dst, src)) continue;
+    if (!sf.pairing.on_ack(p.bth.psn, p.aeth.msn)) continue;
+    sf.rev_qp = p.bth.dest_qp;
+    sf.udp_sport = p.udp_sport;
+    index(i);
+    return;
+  }
+}
+
+bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
+                                      uint32_t len, TimePoint now) noexcept {
+  const uint8_t op = p.bth.opcode;
+  if (op == roce::op::kRcAck) {
+    const roce::AethKind kind = p.aeth.kind();
+    if (kind == roce::AethKind::kNak &&
+        p.aeth.value() != static_cast<uint8_t>(roce::NakCode::kPsnSequenceError)) {
+      // Fatal at the remote host: what we acknowledged did not all land.
+      // Every later request of this flow gets the same NAK.
+      sf.responder.fail(p.aeth.syndrome);
+      ++stats_.fatal;
+      return true;
+    }
+    sf.responder.on_relayed_ack(kind == roce::AethKind::kAck ? p.bth.psn : psn_add(p.bth.psn, -1));
+    return false;
+  }
+  if (split::is_read_response(op) || op == roce::op::kRcAtomicAck) {
+    learn_pmtu(sf, p);
+    io_.send_local(ip, len, now);  // the response first, then what it releases
+    split::Reply reply;
+    sf.responder.on_response(op, p.bth.psn, now, reply);
+    send_reply(sf, reply, now);
+    return true;
+  }
+  return false;
+}
+
+bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
+                                 uint32_t len, TimePoint now) noexcept {
+  sf.last_active = now;
+  learn_pmtu(sf, p);
+  split::Requester& rq = *sf.requester;
+  if (rq.failed()) {
+    ++stats_.requests_dropped;
+    return true;
+  }
+  const uint32_t dma_len = p.has(roce::kHasReth) ? p.reth.dma_len : 0;
+  switch (rq.push({ip, len}, p.bth.opcode, p.bth.psn, dma_len, now)) {
+    case split::PushResult::kStored:
+      flush(sf, now);
+      return true;
+    case split::PushResult::kFull:  // blocked() keeps this from happening
+      ++stats_.requests_dropped;
+      return true;
+    case split::PushResult::kDuplicate:  // a passthrough retransmission or a repeated READ
+    case split::PushResult::kTooLarge:
+      return false;
+  }
+  return false;
+}
+
+void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c, uint32_t len,
+                             TimePoint now) noexcept {
+  if (len < kCtrlLen || c[1] != kCtrlStart || (c[2] != 4 && c[2] != 6)) {
+    ++stats_.bad_control;
+    return;
+  }
+  FlowKey fwd;
+  fwd.kind = FlowKind::kRoce;
+  fwd.proto = 17;
+  fwd.src.version = fwd.dst.version = c[2];
+  std::memcpy(fwd.src.bytes.data(), c + 4, 16);
+  std::memcpy(fwd.dst.bytes.data(), c + 20, 16);
+  fwd.src = clean(fwd.src);
+  fwd.dst = clean(fwd.dst);
+  fwd.qp = load_be32(c + 36) & roce::kPsnMask;
+  const uint32_t rev_qp = load_be32(c + 40) & roce::kPsnMask;
+  const uint32_t start = load_be32(c + 44) & roce::kPsnMask;
+  const uint32_t pmtu = load_be32(c + 48);
+  if (SplitFlow* old = find(fwd, false); old != nullptr) {  // the ingress started over
+    if (old->role == Role::kTracking) --tracking_;
+    if (old->stalled) --stalled_;
+    old->requester.reset();
+    *old = SplitFlow{};
+    --used_;
+    rebuild_index();
+  }
+  SplitFlow* sf = add(fwd, Role::kEgress, now);
+  if (sf == nullptr) return;  // stays passthrough: records are delivered as they are
+  split::RequesterConfig rc;
+  rc.slots = kEgressSlots;
+  rc.slot_bytes = local_mtu_;
+  rc.pmtu = pmtu;
+  sf->pmtu = pmtu;
+  sf->requester = std::make_unique<split::Requester>(rc);
+  sf->requester->start(start);
+  sf->rev_qp = rev_qp;
+  sf->peer = peer;
+  sf->stream = stream;
+  index(static_cast<uint32_t>(sf - flows_.data()));
+  ++stats_.flows_egress;
+}
+
+// ---------------------------------------------------------------------------
+// Frames toward the hosts
+
+void SplitEngine::send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint32_t msn,
+                            TimePoint now, bool toward_wan) noexcept {
+  roce::FrameSpec s;
+  s.with_eth = false;
+  s.src = sf.fwd.dst;  // as if the remote host answered
+  s.dst = sf.fwd.src;
+  s.udp_sport = sf.udp_sport;
+  s.bth.opcode = roce::op::kRcAck;
+  s.bth.dest_qp = sf.rev_qp;
+  s.bth.psn = psn & roce::kPsnMask;
+  s.aeth.syndrome = syndrome;
+  s.aeth.msn = msn & roce::kPsnMask;
+  const size_t n = roce::build(s, frame_);
+  if (n == 0) return;
+  if (toward_wan) {
+    io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now);
+  } else {
+    io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+  }
+}
+
+void SplitEngine::send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now) noexcept {
+  if (r.send) {
+    send_aeth(sf, r.syndrome, r.psn, r.msn, now, false);
+    if ((r.syndrome >> 5) == 0) {
+      ++stats_.acks_sent;
+    } else {
+      ++stats_.naks_sent;
+    }
+  }
+  if (r.cnp) {
+    roce::FrameSpec s;
+    s.with_eth = false;
+    s.src = sf.fwd.dst;
+    s.dst = sf.fwd.src;
+    s.udp_sport = sf.udp_sport;
+    s.bth.opcode = roce::op::kCnp;
+    s.bth.dest_qp = sf.rev_qp;
+    s.bth.becn = true;
+    const size_t n = roce::build(s, frame_);
+    if (n != 0) {
+      io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+      ++stats_.cnps_sent;
+    }
+  }
+}
+
+void SplitEngine::flush(SplitFlow& sf, TimePoint now) noexcept {
+  std::span<const uint8_t> pkt;
+  while (sf.requester->next_transmit(now, &pkt)) {
+    io_.send_local(pkt.data(), static_cast<uint32_t>(pkt.size()), now);
+    ++stats_.reoriginated;
+  }
+}
+
+void SplitEngine::report_failure(SplitFlow& sf, TimePoint now) noexcept {
+  ++stats_.fatal;
+  send_aeth(sf, sf.requester->fatal_syndrome(), sf.requester->start_psn(), 0, now, true);
+}
+
+// ---------------------------------------------------------------------------
+// Timers, back-pressure, housekeeping
+
+bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
+  if (used_ == 0) return false;
+  for (SplitFlow& sf : flows_) {
+    if (sf.role != Role::kEgress || sf.peer != peer || sf.stream != stream) continue;
+    if (!sf.requester->full()) return false;
+    if (!sf.stalled) {
+      sf.stalled = true;
+      ++stalled_;
+      ++stats_.stalls;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {
+  if (stalled_ == 0) return false;
+  for (SplitFlow& sf : flows_) {
+    if (!sf.stalled || (sf.requester && sf.requester->full())) continue;
+    sf.stalled = false;
+    --stalled_;
+    *peer = sf.peer;
+    *stream = sf.stream;
+    return true;
+  }
+  return false;
+}
+
+void SplitEngine::poll(TimePoint now) noexcept {
+  if (used_ == 0) return;
+  for (SplitFlow& sf : flows_) {
+    if (sf.role == Role::kIngress) {
+      if (sf.responder.next_timeout() > now) continue;
+      split::Reply reply;
+      sf.responder.poll(now, reply);
+      send_reply(sf, reply, now);
+    } else if (sf.role == Role::kEgress) {
+      if (sf.requester->next_timeout() > now) continue;
+      if (sf.requester->poll(now) == split::Event::kRetryExceeded) report_failure(sf, now);
+      flush(sf, now);
+    }
+  }
+}
+
+TimePoint SplitEngine::next_timeout() const noexcept {
+  TimePoint t = TimePoint::infinite();
+  if (used_ == 0) return t;
+  for (const SplitFlow& sf : flows_) {
+    if (sf.role == Role::kIngress) t = std::min(t, sf.responder.next_timeout());
+    if (sf.role == Role::kEgress) t = std::min(t, sf.requester->next_timeout());
+  }
+  return t;
+}
+
+void SplitEngine::expire(TimePoint cutoff) noexcept {
+  if (used_ == 0) return;
+  bool any = false;
+  for (SplitFlow& sf : flows_) {
+    if (sf.role == Role::kFree || sf.last_active >= cutoff) continue;
+    // An egress still holding packets it owns keeps retransmitting them.
+    if (sf.role == Role::kEgress && sf.requester->in_window() > 0 && !sf.requester->failed()) {
+      continue;
+    }
+    if (sf.role == Role::kTracking) --tracking_;
+    if (sf.stalled) --stalled_;
+    sf.requester.reset();
+    sf = SplitFlow{};
+    --used_;
+    ++stats_.flows_released;
+    any = true;
+  }
+  if (any) rebuild_index();
+}
+
+nlohmann::ordered_json SplitEngine::snapshot() const {
+  using J = nlohmann::ordered_json;
+  J flows = J::array();
+  static constexpr const char* kRoles[] = {"free", "tracking", "ingress", "egress"};
+  for (const SplitFlow& sf : flows_) {
+    if (sf.role == Role::kFree) continue;
+    char a[64];
+    char b[64];
+    roce::format_ip_addr(sf.fwd.src, a, sizeof a);
+    roce::format_ip_addr(sf.fwd.dst, b, sizeof b);
+    J f{{"role", kRoles[static_cast<int>(sf.role)]},
+        {"requester", a},
+        {"responder", b},
+        {"responder_qp", sf.fwd.qp},
+        {"requester_qp", sf.rev_qp},
+        {"pmtu", sf.pmtu}};
+    if (sf.role == Role::kIngress) {
+      const split::ResponderStats& s = sf.responder.stats();
+      f["expected_psn"] = sf.responder.expected_psn();
+      f["msn"] = sf.responder.msn();
+      f["base_confirmed"] = sf.responder.base_confirmed();
+      f["failed"] = sf.responder.failed();
+      f["accepted"] = s.accepted;
+      f["forwarded"] = s.forwarded;
+      f["duplicates"] = s.duplicates;
+      f["out_of_sequence"] = s.out_of_sequence;
+      f["no_room"] = s.no_room;
+      f["acks"] = s.acks;
+      f["naks"] = s.naks;
+      f["cnps"] = s.cnps;
+    } else if (sf.role == Role::kEgress) {
+      const split::RequesterStats& s = sf.requester->stats();
+      f["start_psn"] = sf.requester->start_psn();
+      f["next_psn"] = sf.requester->next_psn();
+      f["in_window"] = sf.requester->in_window();
+      f["failed"] = sf.requester->failed();
+      f["transmitted"] = s.transmitted;
+      f["retransmitted"] = s.retransmitted;
+      f["acked"] = s.acked;
+      f["seq_naks"] = s.seq_naks;
+      f["rnr_naks"] = s.rnr_naks;
+      f["fatal_naks"] = s.fatal_naks;
+      f["timeouts"] = s.timeouts;
+    }
+    flows.push_back(std::move(f));
+  }
+  const SplitStats& s = stats_;
+  return J{{"flows_tracked", s.flows_tracked},
+           {"flows_paired", s.flows_paired},
+           {"flows_egress", s.flows_egress},
+           {"flows_released", s.flows_released},
+           {"table_full", s.table_full},
+           {"acks_sent", s.acks_sent},
+           {"naks_sent", s.naks_sent},
+           {"cnps_sent", s.cnps_sent},
+           {"requests_carried", s.requests_carried},
+           {"requests_dropped", s.requests_dropped},
+           {"reoriginated", s.reoriginated},
+           {"acks_consumed", s.acks_consumed},
+           {"fatal", s.fatal},
+           {"stalls", s.stalls},
+           {"bad_control", s.bad_control},
+           {"flows", flows}};
+}
+
+}  // namespace rowan::gw

@@ -1,0 +1,168 @@
+// Split mode in the gateway (docs/split-mode.md): the glue between the packet
+// engine (gateway.cc) and the pure state machines of lib/src/split.
+//
+// Ingress (the site of the requester): RC requests from a local host on a
+// `mode = "split"` route are tracked in passthrough until an ACK relayed
+// from the remote host matches a forwarded PSN (PairingTracker); from the
+// next in-sequence request on, a Responder answers the requester locally
+// (ACK/NAK/CNP frames with a valid ICRC) and the accepted requests are
+// carried on the flow's stream as before. The switch is announced to the
+// peer gateway by a control record on the same stream, ahead of the first
+// split packet.
+//
+// Egress (the site of the responder): on that control record a Requester
+// takes over the flow: records are held and re-originated toward the local
+// responder with their PSNs, the responder's ACKs are consumed (except the
+// first one that covers the passthrough packets, which the requester still
+// needs), NAKs and timeouts retransmit from the held copies, and a fatal NAK
+// or exhausted retries reaches the ingress, which fails the flow toward the
+// requester. READ/atomic requests and their responses travel end to end.
+//
+// Control record (a record whose first byte is 0xF0, which no IP packet
+// has): F0 | type(1) | ip version(1) | 0 | src(16) | dst(16) | qp(4) |
+// requester qp(4) | start psn(4) | pmtu(4), integers big-endian.
+//
+// Threading: the packet lcore only. No allocation per packet (a Requester's
+// buffer is allocated once, when its flow is paired).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/units.h"
+#include "flow_table.h"
+#include "split/pairing.h"
+#include "split/requester.h"
+#include "split/responder.h"
+
+namespace rowan::gw {
+
+struct PeerState;
+
+/// What the split engine needs from the packet engine (gateway.cc).
+class SplitIo {
+ public:
+  virtual ~SplitIo() = default;
+  /// Carries an IP packet on `flow`'s stream as a record; false when no room.
+  virtual bool carry(Flow& flow, const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
+  /// Whether a record of `len` IP bytes fits toward the flow's peer now.
+  virtual bool has_room(const Flow& flow, uint32_t len) const noexcept = 0;
+  /// Whether the flow's backlog is past its share of the WAN budget.
+  virtual bool over_share(const Flow& flow) const noexcept = 0;
+  /// Sends an IP packet to a host of the site.
+  virtual void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
+  /// Carries an IP packet toward the remote site as if a local host sent it.
+  virtual bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
+};
+
+struct SplitStats {
+  uint64_t flows_tracked = 0;
+  uint64_t flows_paired = 0;  ///< ingress flows switched to split
+  uint64_t flows_egress = 0;  ///< egress flows started by a control record
+  uint64_t flows_released = 0;
+  uint64_t table_full = 0;
+  uint64_t acks_sent = 0;
+  uint64_t naks_sent = 0;
+  uint64_t cnps_sent = 0;
+  uint64_t requests_carried = 0;
+  uint64_t requests_dropped = 0;
+  uint64_t reoriginated = 0;  ///< egress packets sent to the responder (incl. retransmissions)
+  uint64_t retransmitted = 0;
+  uint64_t acks_consumed = 0;
+  uint64_t fatal = 0;   ///< fatal NAKs / exhausted retries reported
+  uint64_t stalls = 0;  ///< a stream waited for the requester's window
+  uint64_t bad_control = 0;
+};
+
+class SplitEngine {
+ public:
+  static constexpr uint32_t kMaxFlows = 256;
+
+  SplitEngine(SplitIo& io, uint32_t local_mtu);
+
+  /// A RoCEv2 packet from a site host, classified into `flow` (local RX).
+  /// `split_route`: its route has mode "split". Returns true when the engine
+  /// consumed it (the caller frees the mbuf); false: carry it in passthrough.
+  bool on_local(Flow& flow, bool split_route, const uint8_t* ip, uint32_t len,
+                TimePoint now) noexcept;
+
+  /// A record read from `peer`'s `stream`, before delivery to a site host.
+  /// Returns true when the engine consumed it.
+  bool on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, uint32_t len,
+              TimePoint now) noexcept;
+
+  /// Whether the next record of `stream` must wait (its egress window is
+  /// full). The engine remembers it and hands it back via take_unblocked().
+  bool blocked(PeerState* peer, uint64_t stream) noexcept;
+  /// A stream that blocked() held and that may be read again.
+  bool take_unblocked(PeerState** peer, uint64_t* stream) noexcept;
+
+  /// Timers: coalesced ACKs, retransmissions, RNR waits.
+  void poll(TimePoint now) noexcept;
+  TimePoint next_timeout() const noexcept;
+  /// Releases flows idle since before `cutoff` (housekeeping).
+  void expire(TimePoint cutoff) noexcept;
+
+  const SplitStats& stats() const { return stats_; }
+  nlohmann::ordered_json snapshot() const;
+
+ private:
+  enum class Role : uint8_t { kFree, kTracking, kIngress, kEgress };
+  struct SplitFlow {
+    Role role = Role::kFree;
+    FlowKey fwd;          ///< requester → responder (dest QP = responder's QP)
+    uint32_t rev_qp = 0;  ///< the requester's QP (0: not yet known)
+    uint32_t pmtu = 0;    ///< learnt from full-size packets (0: unknown)
+    uint16_t udp_sport = 0;
+    split::PairingTracker pairing;
+    split::Responder responder;
+    std::unique_ptr<split::Requester> requester;
+    bool base_relayed = false;  ///< egress: the ACK covering the passthrough part went through
+    PeerState* peer = nullptr;  ///< egress: where the records come from
+    uint64_t stream = 0;
+    bool stalled = false;
+    TimePoint last_active;
+  };
+
+  SplitFlow* find(const FlowKey& k, bool reverse) noexcept;
+  SplitFlow* add(const FlowKey& fwd, Role role, TimePoint now) noexcept;
+  void index(uint32_t slot) noexcept;
+  void rebuild_index() noexcept;
+  static FlowKey rev_key(const SplitFlow& sf);
+
+  bool ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePacket& p, const uint8_t* ip,
+                       uint32_t len, TimePoint now) noexcept;
+  void start_split(SplitFlow& sf, Flow& flow, TimePoint now) noexcept;
+  bool egress_from_responder(SplitFlow& sf, const roce::RocePacket& p, TimePoint now) noexcept;
+  bool egress_request(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip, uint32_t len,
+                      TimePoint now) noexcept;
+  bool ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
+                           uint32_t len, TimePoint now) noexcept;
+  void track_ack(const roce::RocePacket& p) noexcept;
+  void on_control(PeerState* peer, uint64_t stream, const uint8_t* rec, uint32_t len,
+                  TimePoint now) noexcept;
+  void send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now) noexcept;
+  void send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint32_t msn, TimePoint now,
+                 bool toward_wan) noexcept;
+  void flush(SplitFlow& sf, TimePoint now) noexcept;
+  void report_failure(SplitFlow& sf, TimePoint now) noexcept;
+  void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
+
+  SplitIo& io_;
+  uint32_t local_mtu_;
+  std::vector<SplitFlow> flows_;
+  static constexpr uint32_t kIndex = kMaxFlows * 4;
+  std::array<int32_t, kIndex> fwd_index_{};  ///< hash bucket → slot + 1
+  std::array<int32_t, kIndex> rev_index_{};
+  uint32_t used_ = 0;
+  uint32_t tracking_ = 0;
+  uint32_t stalled_ = 0;
+  std::array<uint8_t, 256> frame_{};  ///< one reply frame being built
+  SplitStats stats_;
+};
+
+}  // namespace rowan::gw
