@@ -197,22 +197,22 @@ size_t flush_tx(TxQueue& q, Direction& dir, TimePoint now) {
       rte_eth_tx_burst(q.port, 0, q.pkts, static_cast<uint16_t>(std::min<size_t>(q.count, 512)));
   for (uint16_t i = 0; i < n; ++i) dir.note_tx(now, q.release_ns[i], q.len[i]);
   if (n > 0) {
-    const size_t rest = q.count - n;
-    std::memmove(q.pkts, q.pkts + n, rest * sizeof(rte_mbuf*));
-    std::memmove(q.release_ns, q.release_ns + n, rest * sizeof q.release_ns[0]);
-    std::memmove(q.len, q.len + n, rest * sizeof q.len[0]);
-    q.count = rest;
+    // Shift the unsent tail to the front (ranges overlap; std::copy runs forward).
+    std::copy(q.pkts + n, q.pkts + q.count, q.pkts);
+    std::copy(q.release_ns + n, q.release_ns + q.count, q.release_ns);
+    std::copy(q.len + n, q.len + q.count, q.len);
+    q.count -= n;
   } else if (q.count == kTxPending) {
     const size_t drop = kTxPending / 2;
     for (size_t i = 0; i < drop; ++i) {
       rte_pktmbuf_free(q.pkts[i]);
       dir.note_drop(DropReason::kTxFull);
     }
-    const size_t rest = q.count - drop;
-    std::memmove(q.pkts, q.pkts + drop, rest * sizeof(rte_mbuf*));
-    std::memmove(q.release_ns, q.release_ns + drop, rest * sizeof q.release_ns[0]);
-    std::memmove(q.len, q.len + drop, rest * sizeof q.len[0]);
-    q.count = rest;
+    // Shift the unsent tail to the front (ranges overlap; std::copy runs forward).
+    std::copy(q.pkts + drop, q.pkts + q.count, q.pkts);
+    std::copy(q.release_ns + drop, q.release_ns + q.count, q.release_ns);
+    std::copy(q.len + drop, q.len + q.count, q.len);
+    q.count -= drop;
   }
   return n;
 }
