@@ -31,8 +31,8 @@
 #include "crypto/secure_io.h"
 #include "dpdk_port.h"
 #include "flow_table.h"
-#include "split_engine.h"
 #include "io/udp_uring.h"
+#include "split_engine.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
 
