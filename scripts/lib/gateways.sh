@@ -5,6 +5,10 @@
 # forwards nothing), and its WAN link is a UDP socket on wan0. Configs come
 # from config/two-site/{a,b}.toml with the testbed's rate, RTT and CC filled
 # in; they and the daemons' logs and pids live in the testbed's state dir.
+# Each start writes a fresh X25519 key pair per gateway (rowanctl genkey, mode
+# 0600) and gives each config its peer's public key, so the WAN links are
+# encrypted (docs/link-security.md). ROWAN_INSECURE=1 runs them in plaintext
+# (local.insecure = true) instead, e.g. to measure the cost of encryption.
 
 # find_rowand: prints the rowand binary (ROWAN_ROWAND, or the build dir).
 find_rowand() {
@@ -18,6 +22,10 @@ find_rowand() {
 }
 
 find_rowanctl() {
+  if [[ -n "${ROWAN_ROWANCTL:-}" ]]; then
+    echo "$ROWAN_ROWANCTL"
+    return
+  fi
   local bin=${ROWAN_BUILD_DIR:-$top/build}/daemon/rowanctl/rowanctl
   [[ -x $bin ]] || die "rowanctl not found at $bin"
   echo "$bin"
@@ -30,6 +38,14 @@ gateways_start() {
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
+  local -A pub
+  for site in a b; do
+    (umask 077 && "$rowanctl" genkey >"$state_dir/rowand-$site.key") ||
+      die "rowanctl genkey failed"
+    pub[$site]=$("$rowanctl" pubkey <"$state_dir/rowand-$site.key") || die "rowanctl pubkey failed"
+  done
+  local -A peer_of=([a]=b [b]=a)
+  local secure_args
   for site in a b; do
     ns=rowan-$site-gw
     # rowand owns lan0 and its address; the kernel must neither answer ARP
@@ -37,8 +53,14 @@ gateways_start() {
     in_ns "$ns" ip addr flush dev lan0
     in_ns "$ns" sysctl -qw net.ipv4.ip_forward=0
     cfg=$state_dir/rowand-$site.toml
+    if [[ ${ROWAN_INSECURE:-0} == 1 ]]; then
+      secure_args=(-e "s|^private_key_file = .*|insecure = true|" -e "/^public_key = /d")
+    else
+      secure_args=(-e "s|^public_key = .*|public_key = \"${pub[${peer_of[$site]}]}\"|")
+    fi
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
-      -e "s|^algorithm = .*|algorithm = \"$cc\"|" "$top/config/two-site/$site.toml" >"$cfg"
+      -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" \
+      "$top/config/two-site/$site.toml" >"$cfg"
     "$rowand" --check-config -c "$cfg" >&2 || die "rowand rejects $cfg"
     mkdir -p "/run/rowan/$site"
     ip netns exec "$ns" setsid "$rowand" -c "$cfg" </dev/null >"$state_dir/rowand-$site.log" 2>&1 9>&- &
