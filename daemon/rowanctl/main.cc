@@ -2,6 +2,7 @@
 //   rowanctl decode FILE.pcap [--json]
 //   rowanctl genkey | pubkey               X25519 keys for [local]/[[peer]]
 //   rowanctl [-s SOCKET] status|peers|links|flows|reload [--json|--wide]
+//   rowanctl [-s SOCKET] qp-attrs PEER|ADDRESS [--message-bytes N] [--read] [--json]
 //
 // Exit status: 0; 1 when the daemon answers with an error; 64 on a usage
 // error; 66 when a capture cannot be read; 69 when no daemon answers on the
@@ -15,6 +16,7 @@
 #include "ctl.h"
 #include "decode.h"
 #include "keys.h"
+#include "qp_attrs.h"
 
 namespace {
 constexpr int kExitUsage = 64;  // EX_USAGE
@@ -66,6 +68,15 @@ int main(int argc, char** argv) {
     sub->callback([&command, &q] { command = q.name; });
   }
 
+  rowan::ctl::QpAttrsOptions qp;
+  CLI::App* qp_attrs = app.add_subcommand(
+      "qp-attrs", "RC QP attributes (timeout, retries, READ depth, MTU, queue depth) for a peer");
+  qp_attrs->add_option("target", qp.target, "peer name or remote host address")->required();
+  qp_attrs->add_option("-m,--message-bytes", qp.message_bytes, "typical message size (65536)");
+  qp_attrs->add_flag("-r,--read", qp.uses_read, "the QP issues RDMA READ or atomics");
+  qp_attrs->add_flag("-j,--json", qp.json, "one JSON object");
+  qp_attrs->fallthrough();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,6 +86,10 @@ int main(int argc, char** argv) {
   if (genkey->parsed()) return rowan::ctl::run_genkey(std::cout, std::cerr);
   if (pubkey->parsed()) return rowan::ctl::run_pubkey(std::cin, std::cout, std::cerr);
   if (decode->parsed()) return rowan::ctl::run_decode(pcap_path, json, std::cout, std::cerr);
+  if (qp_attrs->parsed()) {
+    qp.timeout_ms = static_cast<int>(timeout_s * 1000);
+    return rowan::ctl::run_qp_attrs(socket, qp, std::cout, std::cerr);
+  }
   if (!command.empty()) {
     const rowan::ctl::OutputOptions opt{json, wide, static_cast<int>(timeout_s * 1000)};
     return rowan::ctl::run_command(socket, command, opt, std::cout, std::cerr);

@@ -103,6 +103,7 @@ typedef struct rowan_path_info {
   double rttvar_s;
   double btlbw_bps;       /* estimated bottleneck bandwidth (see docs/librowan.md) */
   double link_rate_bps;   /* the link's configured rate */
+  double link_rtt_s;      /* the link's configured RTT */
   double pacing_rate_bps; /* the gateway's current pacing rate toward the peer */
   uint64_t bdp_bytes;     /* btlbw x min RTT (configured rate x RTT until measured) */
   uint64_t cwnd_bytes;

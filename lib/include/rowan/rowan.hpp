@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "rowan/rowan.h"
+#include "rowan.h"
 
 namespace rowan {
 

@@ -14,7 +14,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "rowan/rowan.h"
+#include "rowan.h"
 
 #ifdef __cplusplus
 extern "C" {

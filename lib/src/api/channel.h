@@ -25,7 +25,7 @@
 
 #include "base/clock.h"
 #include "io/udp_uring.h"
-#include "rowan/rowan.h"
+#include "../../include/rowan/rowan.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
 

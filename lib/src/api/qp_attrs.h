@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "rowan/rowan.h"
+#include "../../include/rowan/rowan.h"
 
 namespace rowan::api {
 

@@ -1,7 +1,7 @@
 // The C API: every entry point catches everything (nothing crosses the .so
 // boundary as an exception) and maps failures to rowan_status codes, with the
 // detail in a thread-local string for rowan_last_error().
-#include "rowan/rowan.h"
+#include "../../include/rowan/rowan.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -320,20 +320,14 @@ int rowan_qp_attrs_for(const rowan_telemetry* t, const char* peer_or_address,
     return fail(ROWAN_ERR_INVALID, "NULL argument");
   return guarded([&] {
     rowan_qp_path path{};
+    std::string err;
+    int rc = ROWAN_OK;
     {
       std::lock_guard lock(t->mu);
-      const rowan_path_info* p = rowan::api::find_path(t->snap, peer_or_address);
-      if (p == nullptr)
-        return fail(ROWAN_ERR_NOT_FOUND, std::string("no peer or route for ") + peer_or_address);
-      path.rtt_s = p->min_rtt_s > 0 ? p->min_rtt_s : p->srtt_s;
-      path.rate_bps = p->btlbw_bps > 0 ? p->btlbw_bps : p->link_rate_bps;
-      path.mode = p->mode;
-      path.loss_rate = p->mode == ROWAN_MODE_PASSTHROUGH ? 0.0 : p->loss_rate;
+      rc = rowan::api::qp_path_for(t->snap, peer_or_address, message_bytes, uses_read_or_atomic,
+                                   &path, &err);
     }
-    path.message_bytes = message_bytes;
-    path.uses_read_or_atomic = uses_read_or_atomic;
-    if (!(path.rtt_s > 0) || !(path.rate_bps > 0))
-      return fail(ROWAN_ERR_NOT_FOUND, "no RTT or rate measured yet for that peer");
+    if (rc != ROWAN_OK) return fail(rc, err);
     return rowan_qp_attrs_compute(&path, out);
   });
 }

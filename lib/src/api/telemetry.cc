@@ -149,6 +149,7 @@ Snapshot build_snapshot(const Json& peers, const Json& links, const Json& status
       if (l.is_object() && (text(l, "name") == link || (link.empty() && text(l, "peer") == name))) {
         pi.link_rate_bps = num(l, "rate_bps");
         link_rtt = num(l, "rtt_s");
+        pi.link_rtt_s = link_rtt;
         break;
       }
     }
@@ -216,6 +217,28 @@ const rowan_path_info* find_path(const Snapshot& s, const std::string& peer_or_a
     if (std::strcmp(p.peer, best_peer) == 0) return &p;
   }
   return nullptr;
+}
+
+int qp_path_for(const Snapshot& s, const std::string& peer_or_address, uint32_t message_bytes,
+                int uses_read_or_atomic, rowan_qp_path* out, std::string* error) {
+  const rowan_path_info* p = find_path(s, peer_or_address);
+  if (p == nullptr) {
+    *error = "no peer or route for " + peer_or_address;
+    return ROWAN_ERR_NOT_FOUND;
+  }
+  *out = rowan_qp_path{};
+  // Measured RTT when there is one, else the link's configured RTT.
+  out->rtt_s = p->min_rtt_s > 0 ? p->min_rtt_s : (p->srtt_s > 0 ? p->srtt_s : p->link_rtt_s);
+  out->rate_bps = p->btlbw_bps > 0 ? p->btlbw_bps : p->link_rate_bps;
+  out->mode = p->mode;
+  out->loss_rate = p->mode == ROWAN_MODE_PASSTHROUGH ? 0.0 : p->loss_rate;
+  out->message_bytes = message_bytes;
+  out->uses_read_or_atomic = uses_read_or_atomic;
+  if (!(out->rtt_s > 0) || !(out->rate_bps > 0)) {
+    *error = std::string("no RTT or rate known for peer ") + p->peer;
+    return ROWAN_ERR_NOT_FOUND;
+  }
+  return ROWAN_OK;
 }
 
 int control_query(const std::string& socket_path, const std::string& cmd, int timeout_ms,

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rowan/rowan.h"
+#include "../../include/rowan/rowan.h"
 
 namespace rowan::api {
 
@@ -37,6 +37,12 @@ Snapshot build_snapshot(const nlohmann::ordered_json& peers, const nlohmann::ord
 /// The peer named `peer`, or the peer of the longest route prefix that
 /// contains the address `peer` (when it parses as an address); null if none.
 const rowan_path_info* find_path(const Snapshot& s, const std::string& peer_or_address);
+
+/// The QP path toward a peer or address: the measured min RTT (else SRTT,
+/// else the link's configured RTT), the bandwidth estimate (else the link
+/// rate), the route's mode. ROWAN_ERR_NOT_FOUND with `error` when unknown.
+int qp_path_for(const Snapshot& s, const std::string& peer_or_address, uint32_t message_bytes,
+                int uses_read_or_atomic, rowan_qp_path* out, std::string* error);
 
 /// True when `address` (v4 or v6 text) lies in `prefix` ("198.18.2.0/24").
 bool prefix_contains(const std::string& prefix, const std::string& address, int* prefix_len);

@@ -1,4 +1,4 @@
-#include "rowan/rowan_verbs.h"
+#include "../../include/rowan/rowan_verbs.h"
 
 #include <algorithm>
 #include <cerrno>
