@@ -1,0 +1,475 @@
+// Interop with real RoCEv2 stacks: unmodified rdma-core, perftest and
+// librdmacm tools on two soft-RoCE guests (scripts/two-site --hosts qemu, one
+// Linux rxe per site) talk through the testbed over an emulated WAN (20 ms
+// RTT, 0.1% loss each way by default). Every mode of the suite (a test
+// parameter: direct is the baseline, passthrough goes through rowand) runs the
+// same tools; each must complete with no QP in error and no data mismatch, and
+// where gateways carry the traffic their counters must show the WAN losses
+// they repaired.
+//
+// Booting the guests is slow under emulation, so one testbed serves all tests
+// of a mode: the first test of a mode brings it up (after tearing down any
+// other), and it stays up until the next mode or the end of the program. ctest
+// runs one mode per process (tests/interop/CMakeLists.txt).
+//
+// Environment:
+//   ROWAN_INTEROP_SCALE    multiplies the message counts (default 1; bench/interop uses more)
+//   ROWAN_INTEROP_WAN      two-site up arguments for the WAN (default "--rtt 20ms --loss 0.1%")
+//   ROWAN_INTEROP_RESULTS  file to append one JSON line per tool run to (bench/interop)
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/paths.h"
+#include "tools/shell.h"
+#include "tools/testbed_lock.h"
+
+namespace rowan::test {
+namespace {
+
+using nlohmann::json;
+
+/// One way of connecting the sites: a two-site --mode.
+struct Mode {
+  std::string name;  ///< two-site --mode
+  bool gateways;     ///< rowand carries the traffic (its counters must show repairs)
+};
+
+// gtest prints a test's parameter with it.
+[[maybe_unused]] void PrintTo(const Mode& mode, std::ostream* os) { *os << "--mode " << mode.name; }
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+int scale() {
+  const int s = std::atoi(env_or("ROWAN_INTEROP_SCALE", "1").c_str());
+  return s > 0 ? s : 1;
+}
+
+// Single-quotes `s` for /bin/sh.
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+std::string script() { return source_dir() + "/scripts/two-site"; }
+
+// The testbed shared by the tests of one mode.
+class Testbed {
+ public:
+  static Testbed& get() {
+    static Testbed t;
+    return t;
+  }
+
+  /// Up for `mode` (tearing down another mode's testbed first). Empty when
+  /// up, else why not; a failed boot is not retried for every test.
+  std::string ensure(const Mode& mode) {
+    if (mode_ == mode.name) return error_;
+    down();
+    if (!lock_) {
+      lock_ = std::make_unique<TestbedLock>(std::chrono::seconds(600));
+      if (!lock_->held()) {
+        lock_.reset();
+        return "the testbed lock stayed taken";
+      }
+    }
+    shell(script() + " down >/dev/null 2>&1");
+    mode_ = mode.name;
+    const std::string wan = env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%");
+    const auto t0 = std::chrono::steady_clock::now();
+    const ShellResult r =
+        shell(script() + " up --hosts qemu --mode " + mode.name + " " + wan + " 2>&1");
+    up_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    error_ =
+        r.status == 0 ? "" : "two-site up --hosts qemu --mode " + mode.name + " failed:\n" + r.out;
+    if (r.status == 0) std::cerr << r.out;
+    return error_;
+  }
+
+  void down() {
+    if (mode_.empty()) return;
+    const ShellResult r = shell(script() + " down 2>&1");
+    EXPECT_EQ(r.status, 0) << "two-site down left something behind:\n" << r.out;
+    // Nothing of the guests may be left: QEMU processes, TAPs (they live in
+    // the namespaces, which down checks) and run folders.
+    EXPECT_NE(shell("pgrep -f 'qemu-system-x86_6[4] -name rowan-two-site-' >/dev/null").status, 0)
+        << "a QEMU of the testbed survived two-site down";
+    mode_.clear();
+    error_.clear();
+  }
+
+  void release() {
+    down();
+    lock_.reset();
+  }
+
+  double up_seconds() const { return up_s_; }
+
+ private:
+  std::unique_ptr<TestbedLock> lock_;
+  std::string mode_;
+  std::string error_;
+  double up_s_ = 0;
+};
+
+class TestbedEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { Testbed::get().release(); }
+};
+[[maybe_unused]] ::testing::Environment* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new TestbedEnvironment);
+
+// What one guest command did.
+struct GuestRun {
+  int status = -1;
+  std::string out;                          ///< stdout and stderr
+  double elapsed_s = 0;                     ///< the tool alone, measured in the guest
+  std::map<std::string, int64_t> counters;  ///< rxe0 hw_counters deltas over the command
+};
+
+// Wraps `cmd` so that the guest prints rxe0's counters before and after it
+// and the tool's own run time. `retry_refused` reruns a client whose TCP
+// connection to the server was refused (the server is not listening yet).
+std::string instrumented(const std::string& cmd, bool retry_refused) {
+  const std::string counters =
+      "grep -H . /sys/class/infiniband/rxe0/ports/1/hw_counters/* 2>/dev/null | "
+      "sed 's|^.*/||'";
+  std::ostringstream s;
+  s << "echo '@@before'; " << counters << "; ";
+  // The tool's stderr goes to a file shown after its stdout: interleaved
+  // into a pipe, it would land in the middle of buffered stdout lines.
+  if (retry_refused) {
+    s << "for try in $(seq 120); do t0=$(date +%s%N); out=$(" << cmd
+      << " 2>/tmp/tool.$$.err); rc=$?; t1=$(date +%s%N); "
+         "if [ $rc -ne 0 ] && grep -q \"Couldn't connect\" /tmp/tool.$$.err; "
+         "then sleep 0.5; continue; fi; break; done; printf '%s\\n' \"$out\"; ";
+  } else {
+    s << "t0=$(date +%s%N); " << cmd << " 2>/tmp/tool.$$.err; rc=$?; t1=$(date +%s%N); ";
+  }
+  s << "cat /tmp/tool.$$.err; echo \"@@elapsed_ns $((t1 - t0))\"; echo '@@after'; " << counters
+    << "; exit $rc";
+  return s.str();
+}
+
+GuestRun parse_run(const ShellResult& r) {
+  GuestRun run;
+  run.status = r.status;
+  std::istringstream in(r.out);
+  std::string line;
+  std::map<std::string, int64_t> before;
+  int section = 0;  // 1 before, 2 tool output, 3 after
+  while (std::getline(in, line)) {
+    if (line == "@@before") {
+      section = 1;
+      continue;
+    }
+    if (line == "@@after") {
+      section = 3;
+      continue;
+    }
+    if (line.rfind("@@elapsed_ns ", 0) == 0) {
+      run.elapsed_s = std::stod(line.substr(13)) / 1e9;
+      continue;
+    }
+    const auto colon = line.find(':');
+    if ((section == 1 || section == 3) && colon != std::string::npos &&
+        line.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+        colon + 1 < line.size()) {
+      const std::string key = line.substr(0, colon);
+      const int64_t value = std::stoll(line.substr(colon + 1));
+      if (section == 1) {
+        before[key] = value;
+      } else {
+        run.counters[key] = value - before[key];
+      }
+      continue;
+    }
+    if (section == 1) section = 2;
+    run.out += line + "\n";
+  }
+  return run;
+}
+
+GuestRun guest(char site, const std::string& cmd, bool retry_refused = false) {
+  return parse_run(shell(script() + " exec " + site + " -- " +
+                         quote(instrumented(cmd, retry_refused)) + " 2>&1"));
+}
+
+// Waits until the RDMA CM server in `site` listens.
+bool cm_listening(char site) {
+  return shell(script() + " exec " + site + " -- " +
+               quote("for i in $(seq 150); do rdma res show cm_id 2>/dev/null | grep -q LISTEN "
+                     "&& exit 0; sleep 0.2; done; exit 1"))
+             .status == 0;
+}
+
+std::optional<double> match_double(const std::string& text, const std::string& pattern) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(pattern))) return std::stod(m[1].str());
+  return std::nullopt;
+}
+
+// perftest's result row: "#bytes #iterations BW peak BW average MsgRate".
+std::optional<double> perftest_mb_per_s(const std::string& out) {
+  return match_double(out, R"(\n\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*\n)");
+}
+
+// The gateways' and the emulator's counters.
+struct WanCounters {
+  uint64_t retransmitted = 0;  ///< rowand peers: retransmitted_packets, both sites
+  uint64_t lost = 0;           ///< rowand peers: lost_packets, both sites
+  uint64_t wan_dropped = 0;    ///< rowan-wanem: frames dropped by emulated loss, both ways
+};
+
+WanCounters wan_counters(bool gateways) {
+  WanCounters c;
+  if (gateways) {
+    const std::string ctl = binary_dir() + "/daemon/rowanctl/rowanctl";
+    for (char site : {'a', 'b'}) {
+      const ShellResult r =
+          shell(ctl + " -s /run/rowan/" + site + "/control.sock peers --json 2>/dev/null");
+      if (r.status != 0) continue;
+      for (const json& p : json::parse(r.out, nullptr, false)) {
+        c.retransmitted += p.value("retransmitted_packets", uint64_t{0});
+        c.lost += p.value("lost_packets", uint64_t{0});
+      }
+    }
+  }
+  const ShellResult w = shell(script() + " wanem stats 2>/dev/null");
+  const json stats = json::parse(w.out, nullptr, false);
+  if (!stats.is_discarded() && stats.contains("stats")) {
+    for (const char* dir : {"a2b", "b2a"}) {
+      c.wan_dropped += stats["stats"][dir]["dropped"].value("loss", uint64_t{0});
+    }
+  }
+  return c;
+}
+
+class InteropTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, QEMU TAPs)";
+    for (const char* tool : {"qemu-system-x86_64", "ib_write_bw", "ibv_rc_pingpong", "rping",
+                             "rdma", "jq", "ethtool"}) {
+      ASSERT_TRUE(have_tool(tool)) << tool << " is not installed (scripts/setup-deps)";
+    }
+    for (const char* bin :
+         {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand", "/daemon/rowanctl/rowanctl"}) {
+      ASSERT_EQ(access((binary_dir() + bin).c_str(), X_OK), 0)
+          << binary_dir() + bin << " is not built";
+    }
+    setenv("ROWAN_BUILD_DIR", binary_dir().c_str(), 1);
+    unsetenv("ROWAN_WANEM");
+    unsetenv("ROWAN_ROWAND");
+    setenv("ROWAN_EXEC_TIMEOUT", "300", 1);
+    const std::string error = Testbed::get().ensure(GetParam());
+    ASSERT_TRUE(error.empty()) << error;
+  }
+
+  /// Runs `server` in guest `server_site` and `client` in the other one; the
+  /// client connects to the server's site host. `cm`: the tools use RDMA CM
+  /// (the client starts when the server listens), else perftest's or
+  /// pingpong's TCP exchange (the client retries until the server accepts).
+  /// Checks that both complete without errors and records the run.
+  GuestRun pair(const std::string& tool, char server_site, const std::string& server,
+                const std::string& client, bool cm, uint64_t bytes) {
+    const char client_site = server_site == 'a' ? 'b' : 'a';
+    const WanCounters before = wan_counters(GetParam().gateways);
+    auto srv = std::async(std::launch::async, [&] { return guest(server_site, server); });
+    GuestRun c;
+    if (cm && !cm_listening(server_site)) {
+      c.out = "the RDMA CM server did not listen within 30 s";
+    } else {
+      c = guest(client_site, client, !cm);
+    }
+    const GuestRun s = srv.get();
+    const WanCounters after = wan_counters(GetParam().gateways);
+
+    EXPECT_EQ(c.status, 0) << tool << " client failed:\n" << c.out;
+    EXPECT_EQ(s.status, 0) << tool << " server failed:\n" << s.out;
+    for (const GuestRun* r : {static_cast<const GuestRun*>(&c), &s}) {
+      // perftest: "Completion with error", "Failed status"; pingpong: "Failed
+      // status", "invalid data"; rping: "data mismatch"; and rxe's counters.
+      for (const char* bad : {"with error", "Failed status", "invalid data", "mismatch", "error"}) {
+        EXPECT_EQ(r->out.find(bad), std::string::npos) << tool << " reports '" << bad << "':\n"
+                                                       << r->out;
+      }
+      for (const char* counter : {"retry_exceeded_err", "retry_rnr_exceeded_err"}) {
+        const auto it = r->counters.find(counter);
+        EXPECT_TRUE(it == r->counters.end() || it->second == 0)
+            << tool << ": rxe0 " << counter << " rose by " << it->second;
+      }
+    }
+    const auto delta = [](const GuestRun& r, const char* key) {
+      const auto it = r.counters.find(key);
+      return it == r.counters.end() ? int64_t{0} : it->second;
+    };
+    json rec = {
+        {"tool", tool},
+        {"mode", GetParam().name},
+        {"server", std::string(1, server_site)},
+        {"ok", c.status == 0 && s.status == 0},
+        {"bytes", bytes},
+        {"client_s", c.elapsed_s},
+        {"server_s", s.elapsed_s},
+        {"rxe_duplicate_request", delta(c, "duplicate_request") + delta(s, "duplicate_request")},
+        {"rxe_out_of_seq_request", delta(c, "out_of_seq_request") + delta(s, "out_of_seq_request")},
+        {"rxe_rcvd_seq_err", delta(c, "rcvd_seq_err") + delta(s, "rcvd_seq_err")},
+        {"rxe_completer_retry", delta(c, "completer_retry_err") + delta(s, "completer_retry_err")},
+        {"rxe_sent_pkts", delta(c, "sent_pkts") + delta(s, "sent_pkts")},
+        {"wan_dropped", after.wan_dropped - before.wan_dropped},
+        {"gw_retransmitted", after.retransmitted - before.retransmitted},
+        {"gw_lost", after.lost - before.lost},
+        {"wan", env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%")},
+    };
+    if (const auto mbps = perftest_mb_per_s(c.out)) rec["mb_per_s"] = *mbps;
+    if (const auto mbit = match_double(c.out, R"(= ([\d.]+) Mbit/sec)")) {
+      rec["mb_per_s"] = *mbit / 8;
+    }
+    if (const auto us = match_double(c.out, R"(= ([\d.]+) usec/iter)")) rec["usec_per_iter"] = *us;
+    if (bytes > 0 && !rec.contains("mb_per_s") && c.elapsed_s > 0) {
+      rec["mb_per_s"] = static_cast<double>(bytes) / 1e6 / c.elapsed_s;
+    }
+    record(rec);
+    return c;
+  }
+
+  static void record(const json& rec) {
+    ::testing::Test::RecordProperty("result", rec.dump());
+    std::cerr << "interop: " << rec.dump() << "\n";
+    const std::string file = env_or("ROWAN_INTEROP_RESULTS", "");
+    if (!file.empty()) std::ofstream(file, std::ios::app) << rec.dump() << "\n";
+  }
+
+  // ibv_rc_pingpong with data checking: the server in `server_site`.
+  void rc_pingpong(char server_site) {
+    const int n = 20 * scale();
+    const int size = 4096;
+    const std::string args = "ibv_rc_pingpong -d rxe0 -g 1 -n " + std::to_string(n) + " -s " +
+                             std::to_string(size) + " -c";
+    const std::string host = server_site == 'a' ? "198.18.1.10" : "198.18.2.10";
+    const GuestRun c =
+        pair(std::string("ibv_rc_pingpong ") + (server_site == 'a' ? "b->a" : "a->b"), server_site,
+             args, args + " " + host, false, 2ULL * static_cast<uint64_t>(n) * size);
+    EXPECT_NE(c.out.find(std::to_string(n) + " iters in"), std::string::npos)
+        << "ibv_rc_pingpong did not report " << n << " iterations:\n"
+        << c.out;
+  }
+
+  // A perftest bandwidth test over the TCP exchange (or RDMA CM with -R).
+  void perftest(const std::string& tool, const std::string& extra) {
+    const int n = 30 * scale();
+    const int size = 65536;
+    const bool cm = extra.find("-R") != std::string::npos;
+    const std::string args = tool + " -d rxe0 " + (cm ? "" : "-x 1 ") + "-F -n " +
+                             std::to_string(n) + " -s " + std::to_string(size) + " " + extra;
+    const GuestRun c = pair(tool + (extra.empty() ? "" : " " + extra), 'b', args,
+                            args + " 198.18.2.10", cm, static_cast<uint64_t>(n) * size);
+    const auto mbps = perftest_mb_per_s(c.out);
+    ASSERT_TRUE(mbps.has_value()) << tool << " printed no result row:\n" << c.out;
+    EXPECT_GT(*mbps, 0.0) << tool << " measured no bandwidth:\n" << c.out;
+  }
+};
+
+TEST_P(InteropTest, RcPingpongDataCheckAToB) { rc_pingpong('b'); }
+
+TEST_P(InteropTest, RcPingpongDataCheckBToA) { rc_pingpong('a'); }
+
+TEST_P(InteropTest, WriteBw) { perftest("ib_write_bw", ""); }
+
+TEST_P(InteropTest, SendBw) { perftest("ib_send_bw", ""); }
+
+TEST_P(InteropTest, ReadBw) { perftest("ib_read_bw", ""); }
+
+TEST_P(InteropTest, WriteBwRdmaCm) { perftest("ib_write_bw", "-R"); }
+
+TEST_P(InteropTest, RpingVerified) {
+  const int count = 20 * scale();
+  const int size = 4096;
+  const std::string common =
+      "-a 198.18.2.10 -v -V -C " + std::to_string(count) + " -S " + std::to_string(size);
+  const GuestRun c = pair("rping -v -V", 'b', "rping -s " + common, "rping -c " + common, true,
+                          2ULL * static_cast<uint64_t>(count) * size);
+  // -v prints every ping's payload as the client read it back: "ping data:
+  // rdma-ping-N: <pattern>", the pattern cycling through 'A'..'z' from the
+  // (N mod 58)th of them.
+  std::istringstream in(c.out);
+  std::string line;
+  int seen = 0;
+  const std::regex row(R"(^ping data: rdma-ping-(\d+): (.*)$)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    const int i = std::stoi(m[1].str());
+    EXPECT_EQ(i, seen) << "ping " << seen << " arrived as " << i;
+    const std::string payload = m[2].str();
+    ASSERT_FALSE(payload.empty());
+    for (size_t k = 0; k < payload.size(); ++k) {
+      const char want = static_cast<char>('A' + (i + static_cast<int>(k)) % 58);
+      if (payload[k] != want) {
+        ADD_FAILURE() << "ping " << i << " payload byte " << k << " is '" << payload[k]
+                      << "', not '" << want << "'";
+        break;
+      }
+    }
+    ++seen;
+  }
+  EXPECT_EQ(seen, count) << "rping printed " << seen << " of " << count << " pings:\n" << c.out;
+}
+
+// Last test of a mode: over all of the mode's runs, the emulated WAN dropped
+// frames, and where gateways carry the traffic they repaired the losses (their
+// retransmissions) while no tool saw an error.
+TEST_P(InteropTest, WanLossesRepaired) {
+  const WanCounters c = wan_counters(GetParam().gateways);
+  EXPECT_GT(c.wan_dropped, 0U) << "the emulated WAN dropped nothing: the suite did not test loss";
+  if (GetParam().gateways) {
+    EXPECT_GT(c.retransmitted, 0U) << "the gateways retransmitted nothing although the WAN dropped "
+                                   << c.wan_dropped << " frames";
+  }
+  record({{"tool", "wan"},
+          {"mode", GetParam().name},
+          {"ok", true},
+          {"testbed_up_s", Testbed::get().up_seconds()},
+          {"wan_dropped", c.wan_dropped},
+          {"gw_retransmitted", c.retransmitted},
+          {"gw_lost", c.lost}});
+}
+
+std::string mode_name(const ::testing::TestParamInfo<Mode>& info) { return info.param.name; }
+
+// One instantiation per mode, each its own test suite, so a mode's tests run
+// together on one testbed. ctest runs each prefix as a test of its own.
+INSTANTIATE_TEST_SUITE_P(Direct, InteropTest, ::testing::Values(Mode{"direct", false}), mode_name);
+INSTANTIATE_TEST_SUITE_P(Passthrough, InteropTest, ::testing::Values(Mode{"passthrough", true}),
+                         mode_name);
+
+}  // namespace
+}  // namespace rowan::test
