@@ -127,7 +127,7 @@ void SessionKeys::wipe() noexcept {
 }
 
 bool create_initiation(const Identity& id, uint32_t local_index, uint64_t timestamp,
-                       HandshakeState& st, uint8_t* out) {
+                       uint64_t incarnation, HandshakeState& st, uint8_t* out) {
   st = HandshakeState{};
   st.local_index = local_index;
   initial_state(id.peer_public, st);
@@ -147,17 +147,18 @@ bool create_initiation(const Identity& id, uint32_t local_index, uint64_t timest
   if (!mix_hash(st.h, out + 40, 48)) return false;
   // ss, then the timestamp encrypted
   if (!mix_key(st.ck, id.static_dh.data(), id.static_dh.size(), k)) return false;
-  uint8_t ts[8];
+  uint8_t ts[16];
   store_be64(ts, timestamp);
+  store_be64(ts + 8, incarnation);
   if (!seal_once(k, st.h, ts, sizeof ts, out + 88)) return false;
-  if (!mix_hash(st.h, out + 88, 24)) return false;
+  if (!mix_hash(st.h, out + 88, 32)) return false;
   wipe(dh);
   wipe(k);
   return true;
 }
 
 HandshakeResult consume_initiation(const Identity& id, const uint8_t* msg, uint64_t last_timestamp,
-                                   HandshakeState& st, uint64_t& timestamp) {
+                                   HandshakeState& st, uint64_t& timestamp, uint64_t& incarnation) {
   st = HandshakeState{};
   initial_state(id.public_key, st);
   st.remote_index = load_be32(msg + 4);
@@ -176,18 +177,19 @@ HandshakeResult consume_initiation(const Identity& id, const uint8_t* msg, uint6
   }
   if (!mix_key(st.ck, id.static_dh.data(), id.static_dh.size(), k))
     return HandshakeResult::kBadAuth;
-  uint8_t ts[8];
+  uint8_t ts[16];
   if (!open_once(k, st.h, msg + 88, sizeof ts, ts)) return HandshakeResult::kBadAuth;
-  if (!mix_hash(st.h, msg + 88, 24)) return HandshakeResult::kBadAuth;
+  if (!mix_hash(st.h, msg + 88, 32)) return HandshakeResult::kBadAuth;
   wipe(dh);
   wipe(k);
   timestamp = load_be64(ts);
+  incarnation = load_be64(ts + 8);
   if (timestamp <= last_timestamp) return HandshakeResult::kReplay;
   return HandshakeResult::kOk;
 }
 
-bool create_response(const Identity& id, uint32_t local_index, HandshakeState& st, uint8_t* out,
-                     SessionKeys& keys) {
+bool create_response(const Identity& id, uint32_t local_index, uint64_t incarnation,
+                     HandshakeState& st, uint8_t* out, SessionKeys& keys) {
   st.local_index = local_index;
   std::memset(out, 0, kResponseSize);
   out[0] = kMsgResponse;
@@ -206,8 +208,10 @@ bool create_response(const Identity& id, uint32_t local_index, HandshakeState& s
       !mix_key(st.ck, dh.data(), dh.size(), k)) {
     return false;
   }
-  if (!seal_once(k, st.h, nullptr, 0, out + 44)) return false;
-  if (!mix_hash(st.h, out + 44, kAeadTagSize)) return false;
+  uint8_t inc[8];
+  store_be64(inc, incarnation);
+  if (!seal_once(k, st.h, inc, sizeof inc, out + 44)) return false;
+  if (!mix_hash(st.h, out + 44, sizeof inc + kAeadTagSize)) return false;
   // Initiator→responder key first.
   if (!hkdf2(st.ck, nullptr, 0, kInfoData, keys.recv, keys.send)) return false;
   wipe(dh);
@@ -217,7 +221,7 @@ bool create_response(const Identity& id, uint32_t local_index, HandshakeState& s
 }
 
 HandshakeResult consume_response(const Identity& id, const uint8_t* msg, HandshakeState& pending,
-                                 SessionKeys& keys) {
+                                 SessionKeys& keys, uint64_t& incarnation) {
   // Work on a copy: a forged response must not spoil the pending handshake.
   HandshakeState st = pending;
   st.remote_index = load_be32(msg + 4);
@@ -234,8 +238,9 @@ HandshakeResult consume_response(const Identity& id, const uint8_t* msg, Handsha
   if (!x25519(id.private_key, st.peer_ephemeral, dh) || !mix_key(st.ck, dh.data(), dh.size(), k)) {
     return HandshakeResult::kBadAuth;
   }
-  uint8_t none[1];
-  if (!open_once(k, st.h, msg + 44, 0, none)) return HandshakeResult::kBadAuth;
+  uint8_t inc[8];
+  if (!open_once(k, st.h, msg + 44, sizeof inc, inc)) return HandshakeResult::kBadAuth;
+  incarnation = load_be64(inc);
   if (!hkdf2(st.ck, nullptr, 0, kInfoData, keys.send, keys.recv)) return HandshakeResult::kBadAuth;
   wipe(dh);
   wipe(k);

@@ -27,8 +27,8 @@ inline constexpr uint8_t kMsgInitiation = 1;
 inline constexpr uint8_t kMsgResponse = 2;
 inline constexpr uint8_t kMsgData = 4;
 
-inline constexpr size_t kInitiationSize = 112;  ///< 8 header + 32 e + 48 {s} + 24 {ts}
-inline constexpr size_t kResponseSize = 60;     ///< 12 header + 32 e + 16 tag
+inline constexpr size_t kInitiationSize = 120;  ///< 8 header + 32 e + 48 {s} + 32 {ts, inc}
+inline constexpr size_t kResponseSize = 68;     ///< 12 header + 32 e + 24 {inc}
 inline constexpr size_t kDataHeaderSize = 16;   ///< type, flags, 0, receiver index, counter
 
 /// This gateway's identity towards one peer.
@@ -62,27 +62,30 @@ struct SessionKeys {
 
 enum class HandshakeResult : uint8_t { kOk, kBadAuth, kUnknownPeer, kReplay };
 
-/// Writes an initiation with sender index `local_index` and `timestamp`
-/// (nanoseconds of wall time, strictly increasing across restarts) to `out`
-/// (kInitiationSize bytes). Keeps the state for the response.
+/// Writes an initiation with sender index `local_index`, `timestamp`
+/// (nanoseconds of wall time, strictly increasing across restarts) and this
+/// process's `incarnation` (random per start; a peer that sees it change knows
+/// we restarted) to `out` (kInitiationSize bytes). Keeps the state for the
+/// response.
 bool create_initiation(const Identity& id, uint32_t local_index, uint64_t timestamp,
-                       HandshakeState& st, uint8_t* out);
+                       uint64_t incarnation, HandshakeState& st, uint8_t* out);
 
 /// Checks an initiation (kInitiationSize bytes). kOk only when it decrypts,
 /// names `id.peer_public` as its sender and its timestamp exceeds
-/// `last_timestamp`; then fills `st` (remote_index set) and `timestamp`.
+/// `last_timestamp`; then fills `st` (remote_index set), `timestamp` and the
+/// initiator's `incarnation`.
 HandshakeResult consume_initiation(const Identity& id, const uint8_t* msg, uint64_t last_timestamp,
-                                   HandshakeState& st, uint64_t& timestamp);
+                                   HandshakeState& st, uint64_t& timestamp, uint64_t& incarnation);
 
 /// Writes the response to a consumed initiation (kResponseSize bytes) and
 /// derives the responder's session keys.
-bool create_response(const Identity& id, uint32_t local_index, HandshakeState& st, uint8_t* out,
-                     SessionKeys& keys);
+bool create_response(const Identity& id, uint32_t local_index, uint64_t incarnation,
+                     HandshakeState& st, uint8_t* out, SessionKeys& keys);
 
 /// Checks a response (kResponseSize bytes) to the initiation `st` was made for
-/// and derives the initiator's session keys.
+/// and derives the initiator's session keys and the responder's `incarnation`.
 HandshakeResult consume_response(const Identity& id, const uint8_t* msg, HandshakeState& st,
-                                 SessionKeys& keys);
+                                 SessionKeys& keys, uint64_t& incarnation);
 
 inline uint32_t load_be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];

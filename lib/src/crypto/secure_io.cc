@@ -41,7 +41,8 @@ SecureIo::SecureIo(io::PacketIo& inner, const SecureIoOptions& opts, TimePoint n
     throw std::invalid_argument("link MTU too small for the secure link");
   }
   if (opts_.burst == 0) opts_.burst = 1;
-  if (RAND_bytes(reinterpret_cast<uint8_t*>(&index_seed_), sizeof index_seed_) != 1) {
+  if (RAND_bytes(reinterpret_cast<uint8_t*>(&index_seed_), sizeof index_seed_) != 1 ||
+      RAND_bytes(reinterpret_cast<uint8_t*>(&incarnation_), sizeof incarnation_) != 1) {
     throw std::runtime_error("RAND_bytes failed");
   }
   tx_mem_.resize(static_cast<size_t>(opts_.burst) * dgram_);
@@ -134,7 +135,7 @@ void SecureIo::start_handshake(TimePoint now) noexcept {
   pending_ = false;
   pending_sent_ = now;  // also paces retries when creation fails
   try {
-    if (!create_initiation(id_, new_index(), ts, pending_state_, msg)) return;
+    if (!create_initiation(id_, new_index(), ts, incarnation_, pending_state_, msg)) return;
   } catch (...) {
     return;
   }
@@ -345,9 +346,10 @@ uint32_t SecureIo::on_datagram(uint8_t* data, uint32_t len, io::RxDatagram& dst,
 void SecureIo::on_initiation(const uint8_t* data, TimePoint now) noexcept {
   HandshakeState st;
   uint64_t ts = 0;
+  uint64_t inc = 0;
   HandshakeResult r = HandshakeResult::kBadAuth;
   try {
-    r = consume_initiation(id_, data, last_peer_timestamp_, st, ts);
+    r = consume_initiation(id_, data, last_peer_timestamp_, st, ts, inc);
   } catch (...) {
   }
   switch (r) {
@@ -366,7 +368,7 @@ void SecureIo::on_initiation(const uint8_t* data, TimePoint now) noexcept {
   uint8_t msg[kResponseSize];
   SessionKeys keys;
   try {
-    if (!create_response(id_, new_index(), st, msg, keys)) return;
+    if (!create_response(id_, new_index(), incarnation_, st, msg, keys)) return;
     // The answered session waits in `next` until the initiator's first
     // datagram confirms it; an older unconfirmed one is replaced.
     const int slot = next_ != kNone ? next_ : free_slot();
@@ -380,8 +382,14 @@ void SecureIo::on_initiation(const uint8_t* data, TimePoint now) noexcept {
   }
   keys.wipe();
   last_peer_timestamp_ = ts;
+  learn_incarnation(inc);
   ++sstats_.responses_sent;
   send_raw(msg, kResponseSize, now);
+}
+
+void SecureIo::learn_incarnation(uint64_t inc) noexcept {
+  if (peer_incarnation_ != 0 && inc != peer_incarnation_) ++sstats_.peer_restarts;
+  peer_incarnation_ = inc;
 }
 
 void SecureIo::on_response(const uint8_t* data, TimePoint now) noexcept {
@@ -390,9 +398,10 @@ void SecureIo::on_response(const uint8_t* data, TimePoint now) noexcept {
     return;
   }
   SessionKeys keys;
+  uint64_t inc = 0;
   HandshakeResult r = HandshakeResult::kBadAuth;
   try {
-    r = consume_response(id_, data, pending_state_, keys);
+    r = consume_response(id_, data, pending_state_, keys, inc);
   } catch (...) {
   }
   if (r != HandshakeResult::kOk) {
@@ -423,6 +432,7 @@ void SecureIo::on_response(const uint8_t* data, TimePoint now) noexcept {
   keys.wipe();
   current_ = slot;
   pending_ = false;
+  learn_incarnation(inc);
   ++sstats_.handshakes_completed;
   sstats_.last_handshake = now;
   send_keepalive(now);  // confirms the session to the responder

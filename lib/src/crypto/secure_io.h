@@ -81,6 +81,7 @@ struct SecureStats {
   uint64_t responses_sent = 0;
   uint64_t handshakes_completed = 0;  ///< sessions confirmed (both roles)
   uint64_t rekeys = 0;                ///< handshakes started while a session existed
+  uint64_t peer_restarts = 0;         ///< authenticated handshakes from a new peer incarnation
   TimePoint last_handshake;           ///< when the newest session was confirmed (zero: never)
   TimePoint last_rx;                  ///< last authenticated datagram (zero: never)
   uint64_t drops_total() const {
@@ -115,6 +116,10 @@ class SecureIo final : public io::PacketIo {
   bool peer_up(TimePoint now) const noexcept;
   bool has_session(TimePoint now) const noexcept;
   const Key& public_key() const { return id_.public_key; }
+  /// The peer process's random start id from its last handshake (0: none yet).
+  /// When it changes, secure_stats().peer_restarts counts up: the peer lost all
+  /// state, so the caller should reset whatever it layered on the link.
+  uint64_t peer_incarnation() const { return peer_incarnation_; }
 
  private:
   struct Session {
@@ -161,6 +166,9 @@ class SecureIo final : public io::PacketIo {
   TimePoint pending_sent_;
   TimePoint last_tx_;  ///< last data datagram sent
   uint64_t last_peer_timestamp_ = 0;
+  uint64_t incarnation_ = 0;       ///< ours, random per construction
+  uint64_t peer_incarnation_ = 0;  ///< the peer's, 0 until its first handshake
+  void learn_incarnation(uint64_t inc) noexcept;
   uint32_t index_seed_ = 0;
   uint32_t dgram_;  ///< inner max_datagram
   std::vector<uint8_t> tx_mem_, rx_mem_;

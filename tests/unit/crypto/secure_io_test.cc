@@ -250,6 +250,8 @@ TEST(SecureIo, RekeyWithoutLoss) {
   // 20000 × 1032 B / 200 kB = 100 budgets, paced to one handshake per 100 ms.
   EXPECT_GE(p.a->secure_stats().rekeys, 50U);
   EXPECT_GE(p.b->secure_stats().handshakes_completed, 50U);
+  EXPECT_EQ(p.a->secure_stats().peer_restarts, 0U);
+  EXPECT_EQ(p.b->secure_stats().peer_restarts, 0U);
   EXPECT_EQ(p.a->secure_stats().tx_no_session, 0U);
   EXPECT_EQ(p.b->secure_stats().tx_no_session, 0U);
   EXPECT_EQ(p.a->secure_stats().drops_total(), 0U);
@@ -292,6 +294,8 @@ TEST(SecureIo, PeerRestartReHandshakes) {
   p.run(Duration::from_ms(20));
   ASSERT_EQ(p.got_b.size(), 1U);
   const uint64_t hs = p.a->secure_stats().handshakes_completed;
+  const uint64_t inc_before = p.a->peer_incarnation();
+  ASSERT_NE(inc_before, 0U);
   // b restarts: all its session state is gone.
   p.b.reset();
   p.run(Duration::from_ms(500));
@@ -299,6 +303,10 @@ TEST(SecureIo, PeerRestartReHandshakes) {
   p.run(Duration::from_ms(50));
   ASSERT_TRUE(p.b->has_session(p.clock.now()));
   EXPECT_GT(p.a->secure_stats().handshakes_completed, hs);
+  // a learns that b restarted (b does not think a did); rekeys do not count.
+  EXPECT_EQ(p.a->secure_stats().peer_restarts, 1U);
+  EXPECT_EQ(p.b->secure_stats().peer_restarts, 0U);
+  EXPECT_NE(p.a->peer_incarnation(), inc_before);
   p.send(*p.a, Pair::payload(2));
   p.send(*p.b, Pair::payload(3));
   p.run(Duration::from_ms(20));
