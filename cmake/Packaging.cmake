@@ -12,9 +12,11 @@
 #
 # Paths follow Debian: binaries in /usr/sbin and /usr/bin, units in
 # /usr/lib/systemd/system, the user in /usr/lib/sysusers.d, data in
-# /usr/share/rowan, examples in /usr/share/doc/rowan/examples, and
-# /etc/rowan/hugepages.conf as the one conffile. /etc/rowan/rowand.toml is the
-# operator's to write (the unit does not start without it).
+# /usr/share/rowan, examples in /usr/share/doc/rowan/examples. The units name
+# /usr/sbin/rowand: install with CMAKE_INSTALL_PREFIX=/usr (CPack does). The
+# package puts nothing in /etc: /etc/rowan/rowand.toml is the operator's to
+# write (the unit does not start without it), /etc/rowan/hugepages.conf is
+# optional (example in the docs).
 
 set(ROWAN_DATADIR ${CMAKE_INSTALL_DATADIR}/rowan)
 set(ROWAN_DOCDIR ${CMAKE_INSTALL_DATADIR}/doc/rowan)
@@ -27,10 +29,8 @@ install(FILES ${_deploy}/systemd/rowand.service ${_deploy}/systemd/rowand@.servi
 install(FILES ${_deploy}/systemd/rowan.sysusers DESTINATION lib/sysusers.d RENAME rowan.conf
         COMPONENT rowand)
 install(PROGRAMS ${_deploy}/hugepages/rowan-hugepages DESTINATION lib/rowan COMPONENT rowand)
-install(FILES ${_deploy}/hugepages/hugepages.conf DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/rowan
-        COMPONENT rowand)
-install(FILES ${PROJECT_SOURCE_DIR}/config/rowand.toml DESTINATION ${ROWAN_DOCDIR}/examples
-        COMPONENT rowand)
+install(FILES ${PROJECT_SOURCE_DIR}/config/rowand.toml ${_deploy}/hugepages/hugepages.conf
+        DESTINATION ${ROWAN_DOCDIR}/examples COMPONENT rowand)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/two-site DESTINATION ${ROWAN_DOCDIR}/examples
         COMPONENT rowand)
 install(DIRECTORY ${_deploy}/grafana/dashboards ${_deploy}/grafana/provisioning
@@ -69,9 +69,7 @@ set(_pkg ${PROJECT_BINARY_DIR}/debian-rowan)
 foreach(script IN ITEMS postinst prerm postrm)
   configure_file(${_deploy}/debian/${script} ${_pkg}/${script} COPYONLY)
 endforeach()
-file(WRITE ${_pkg}/conffiles "${CMAKE_INSTALL_FULL_SYSCONFDIR}/rowan/hugepages.conf\n")
-set(CPACK_DEBIAN_ROWAND_PACKAGE_CONTROL_EXTRA
-    ${_pkg}/postinst ${_pkg}/prerm ${_pkg}/postrm ${_pkg}/conffiles)
+set(CPACK_DEBIAN_ROWAND_PACKAGE_CONTROL_EXTRA ${_pkg}/postinst ${_pkg}/prerm ${_pkg}/postrm)
 set(CPACK_DEBIAN_ROWAND_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME rowan-dev)

@@ -291,6 +291,32 @@ void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
   if (m != nullptr) rte_pktmbuf_free(m);
 }
 
+// The peer restarted (its handshake carries a new incarnation): its transport
+// state is gone, so ours goes too and both start from scratch. What was in
+// flight is lost; the hosts' own transports retransmit it. Rare: allocates.
+void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
+  peer.peer_restarts_seen = peer.secure->secure_stats().peer_restarts;
+  try {
+    auto conn = std::make_unique<transport::Connection>(peer.conn->config(), clock_, now);
+    auto driver = std::make_unique<transport::Driver>(*conn, *peer.secure);
+    peer.driver = std::move(driver);
+    peer.conn = std::move(conn);
+  } catch (const std::exception&) {
+    return;  // keep the old transport; the next restart signal retries
+  }
+  for (auto& rs : peer.rx) rs = PeerState::RxStream{};
+  uint32_t idx = 0;
+  while (idx < peers_.size() && peers_[idx].get() != &peer) ++idx;
+  for (Flow& f : flows_.flows()) {
+    if (f.used && f.peer == idx && !f.tail.empty()) {
+      f.tail.clear();
+      --tails_;
+    }
+  }
+  peer.last_rx_packets = 0;
+  ++peer.transport_resets;
+}
+
 bool Gateway::poll(TimePoint now) noexcept {
   moved_ = false;
   ++ctr_.loops;
@@ -303,6 +329,9 @@ bool Gateway::poll(TimePoint now) noexcept {
     drain_stream(*stalled_peer, stalled_stream, now);
   }
   for (auto& p : peers_) {
+    if (p->secure && p->secure->secure_stats().peer_restarts != p->peer_restarts_seen) {
+      reset_transport(*p, now);
+    }
     p->driver->poll(now);
     const uint64_t rxp = p->conn->stats().packets_received;
     if (rxp != p->last_rx_packets) {
@@ -797,6 +826,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
       peers.back()["rekeys"] = ss.rekeys;
       peers.back()["tx_no_session"] = ss.tx_no_session;
       peers.back()["security_drops"] = drops;
+      peers.back()["transport_resets"] = p.transport_resets;
     } else {
       peers.back()["encryption"] = "none (insecure)";
     }

@@ -99,6 +99,8 @@ struct PeerState {
   /// driver runs on it instead of `io`; peer_up()/secure_stats() give the
   /// session state and last handshake.
   std::unique_ptr<crypto::SecureIo> secure;
+  uint64_t peer_restarts_seen = 0;  ///< secure->peer_restarts when the transport was last reset
+  uint64_t transport_resets = 0;    ///< transports dropped because the peer restarted
   std::unique_ptr<transport::Connection> conn;
   std::unique_ptr<transport::Driver> driver;
   struct RxStream {
@@ -176,6 +178,7 @@ class Gateway {
   void flush_tails(TimePoint now) noexcept;
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
+  void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;

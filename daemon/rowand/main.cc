@@ -1,17 +1,28 @@
 // rowand: the rowan gateway daemon. Thin on purpose (DPDK l3fwd, Envoy's
 // source/exe): parse flags and config, set up the EAL and ports, start the
-// control socket, run the packet loop on the main lcore until a signal.
+// control socket, the DPDK telemetry commands and the Prometheus exposer, run
+// the packet loop on the main lcore until a signal.
 //
 //   rowand -c /etc/rowan/rowand.toml
 //   rowand --check-config -c FILE      exit 0, or 78 with every error as FILE:LINE:COL
+//
+// Under systemd (deploy/systemd/rowand.service, Type=notify): READY=1 once the
+// ports, the control socket and the exposer are up; STATUS= lines as it goes;
+// RELOADING=1/READY=1 around a SIGHUP reload; WATCHDOG=1 from a thread that
+// only pets the watchdog while the packet loop's heartbeat advances.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -21,11 +32,58 @@
 #include "control.h"
 #include "dpdk_port.h"
 #include "gateway.h"
+#include "metrics.h"
+#include "telemetry.h"
 
 namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
+/// Packet-loop passes; the watchdog thread follows it (relaxed: only "has it
+/// moved" matters, no data is published through it).
+std::atomic<uint64_t> g_heartbeat{0};
+
+/// Pets the systemd watchdog (WatchdogSec=) every half period, but only
+/// while the packet loop's heartbeat advances: a stuck packet core gets the
+/// daemon restarted. Without WatchdogSec it does nothing.
+class Watchdog {
+ public:
+  Watchdog() {
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
+    const auto period = std::chrono::microseconds(usec / 2);
+    thread_ = std::thread([this, period] { run(period); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  void run(std::chrono::microseconds period) {
+    uint64_t last = g_heartbeat.load(std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+      const uint64_t now = g_heartbeat.load(std::memory_order_relaxed);
+      if (now != last) {
+        sd_notify(0, "WATCHDOG=1");
+      } else {
+        spdlog::error("watchdog: the packet loop has not moved for {} ms", period.count() / 1000);
+      }
+      last = now;
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 extern "C" void on_signal(int sig) {
   if (sig == SIGHUP) {
@@ -54,24 +112,39 @@ class Handler final : public rowan::gw::ControlHandler {
 
 int run(const rowan::gw::GatewayConfig& cfg) {
   using namespace rowan;
+  gw::ControlPlaneMetrics control_metrics(gw::unix_now());
+  sd_notify(0, "STATUS=starting the DPDK EAL");
   gw::init_eal(cfg.eal, {cfg.local.device});
   int rc = 0;
   {
     const uint32_t frame = cfg.local.mtu + 14 + 4;
+    sd_notify(0, "STATUS=opening ports and WAN links");
     gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, frame, 8191);
     MonotonicClock clock;
     gw::Gateway gateway(cfg, local, clock);
     Handler handler(gateway);
     gw::ControlServer control(cfg.control, handler);
     control.start();
+    const gw::Telemetry telemetry(gateway);
+    // The exposer comes last: a scrape never sees a half-built data path.
+    std::optional<gw::MetricsServer> metrics;
+    if (cfg.metrics.enabled) {
+      metrics.emplace(
+          cfg.metrics, [&gateway] { return std::vector<gw::DataPathMetrics>{gateway.metrics()}; },
+          control_metrics);
+    }
     if (cfg.local.insecure) {
       spdlog::warn(
           "INSECURE: local.insecure = true: the WAN links carry plaintext, unauthenticated "
           "datagrams; anyone on the path can read, alter and inject traffic");
     }
-    spdlog::info("rowand up: local {} ({}), {} peer(s), {} route(s), control {}", cfg.local.device,
-                 local.name(), cfg.peers.size(), cfg.routes.size(), control.path());
-    sd_notify(0, "READY=1\nSTATUS=forwarding");
+    spdlog::info("rowand up: local {} ({}), {} peer(s), {} route(s), control {}, metrics {}",
+                 cfg.local.device, local.name(), cfg.peers.size(), cfg.routes.size(),
+                 control.path(), metrics ? metrics->address() : "off");
+    const Watchdog watchdog;
+    sd_notifyf(0, "READY=1\nSTATUS=forwarding: %zu peer(s), %zu route(s), metrics on %s",
+               cfg.peers.size(), cfg.routes.size(),
+               metrics ? metrics->address().c_str() : "nothing");
 
     // Idle back-off (DPDK l3fwd-power): spin briefly after traffic, then
     // sleep in growing steps, never past the transport's next timer.
@@ -80,7 +153,9 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     rowan::Duration sleep = kMinSleep;
     uint32_t idle_polls = 0;
     TimePoint next_publish = clock.now();
+    uint64_t loops = 0;
     while (!g_stop.load(std::memory_order_relaxed)) {
+      g_heartbeat.store(++loops, std::memory_order_relaxed);
       const TimePoint now = clock.now();
       if (gateway.poll(now)) {
         idle_polls = 0;
@@ -103,10 +178,13 @@ int run(const rowan::gw::GatewayConfig& cfg) {
             spdlog::warn("reload: changes to {} need a restart; keeping the running ones", section);
           }
           spdlog::info("reloaded {}: {}", cfg.path, gateway.reload(fresh));
+          control_metrics.reload_result(true, gw::unix_now());
+          sd_notify(0, "READY=1\nSTATUS=forwarding; configuration reloaded");
         } catch (const gw::ConfigError& e) {
           for (const auto& line : e.errors()) spdlog::error("reload rejected: {}", line);
+          control_metrics.reload_result(false, gw::unix_now());
+          sd_notify(0, "READY=1\nSTATUS=forwarding; the last reload was rejected (see the log)");
         }
-        sd_notify(0, "READY=1");
       }
     }
     spdlog::info("rowand stopping");

@@ -576,6 +576,8 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
     const Duration latest = now - largest_sent_time;
     rtt_.on_sample(latest, ack_delay, now);
     rtt_sample = latest >= rtt_.min_rtt() + ack_delay ? latest - ack_delay : latest;
+    stats_.rtt_histogram.observe(rtt_sample);
+    stats_.queue_delay_histogram.observe(rtt_sample - rtt_.min_rtt());
   }
 
   uint32_t new_ce = 0;
@@ -615,6 +617,16 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
     const Duration interval = std::max(rs_send_elapsed, ack_elapsed);
     // tcp_rate.c: an interval below min_rtt is a compressed ACK, not a sample.
     if (interval >= rtt_.min_rtt() && interval.ns() > 0) ev.rate.interval = interval;
+    if (ev.rate.valid()) {
+      // Bottleneck bandwidth for telemetry: BBR's windowed max, simplified to
+      // one slot that a newer sample replaces once it is 10 rounds old.
+      const BitsPerSec r = ev.rate.rate();
+      const bool expired = round_count_ > btlbw_round_ + 10;
+      if (r >= stats_.btlbw || (expired && !ev.rate.is_app_limited)) {
+        stats_.btlbw = r;
+        btlbw_round_ = round_count_;
+      }
+    }
   }
   ev.round_count = round_count_;
   if (app_limited_until_ > 0 && delivered_ > app_limited_until_) app_limited_until_ = 0;
@@ -640,6 +652,10 @@ void Connection::detect_losses(TimePoint now, Bytes* lost_bytes, uint32_t* lost_
       if (p.sent_time <= lost_send_time || largest_acked_ >= pn + cfg_.packet_threshold) {
         *lost_bytes += p.bytes;
         ++*lost_packets;
+        if (p.sent_time > loss_event_start_) {  // sent after the last event began: a new one
+          ++stats_.loss_events;
+          loss_event_start_ = now;
+        }
         on_packet_lost(p);
         continue;
       }

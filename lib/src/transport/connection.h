@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/histogram.h"
 #include "base/units.h"
 #include "cc_params.h"
 #include "congestion_controller.h"
@@ -79,6 +80,10 @@ struct ConnStats {
   uint64_t ptos = 0;  ///< probe timeouts (tail-loss probes)
   uint64_t rtos = 0;
   uint64_t spurious_losses = 0;  ///< packets declared lost and then acked
+  uint64_t loss_events = 0;  ///< congestion events: losses of packets sent after the last one began
+  BitsPerSec btlbw;          ///< bottleneck bandwidth estimate: max delivery rate over ~10 rounds
+  LatencyHistogram rtt_histogram;          ///< every RTT sample (ack delay removed)
+  LatencyHistogram queue_delay_histogram;  ///< every RTT sample minus the min RTT
   uint64_t acks_sent = 0;
   uint64_t acks_received = 0;
   uint64_t stream_bytes_received = 0;  ///< new in-order bytes made readable
@@ -308,6 +313,8 @@ class Connection {
   uint64_t next_round_delivered_ = 0;
   uint64_t round_count_ = 0;
   uint64_t peer_ce_count_ = 0;
+  uint64_t btlbw_round_ = 0;  ///< round of the sample stats_.btlbw holds
+  TimePoint loss_event_start_;  ///< when the current loss event (recovery episode) began
 
   // Receiver state (our ACKs).
   IntervalSet recv_pns_{wire::kMaxAckRanges + 1};

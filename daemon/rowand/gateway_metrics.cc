@@ -1,0 +1,117 @@
+// Gateway::fill_metrics and Gateway::metrics: the packet lcore's plain
+// counters copied into a DataPathMetrics (metrics.h) for the Prometheus
+// collector. Runs in publish(), about ten times a second, never per packet.
+#include <chrono>
+
+#include "gateway.h"
+
+namespace rowan::gw {
+
+void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
+  // One wall-clock read per publish turns monotonic times into Unix times.
+  const double wall_now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto unix_s = [&](TimePoint t) { return t.is_zero() ? 0.0 : wall_now - (now - t).seconds(); };
+
+  m.lcores = 1;
+  m.loop_iterations = ctr_.loops;
+  m.local_rx_packets = ctr_.local_rx_packets;
+  m.local_rx_bytes = ctr_.local_rx_bytes;
+  m.local_tx_packets = ctr_.local_tx_packets;
+  m.local_tx_bytes = ctr_.local_tx_bytes;
+  m.arp_requests = ctr_.arp_requests;
+  m.arp_replies = ctr_.arp_replies;
+  m.flows_active = flows_.size();
+  m.flows_created = ctr_.flows_created;
+  m.flows_expired = ctr_.flows_expired;
+  m.neighbors = neigh_.size();
+  m.drops.assign(ctr_.drops.begin(), ctr_.drops.end());
+
+  m.peers.reserve(peers_.size());
+  for (const auto& pp : peers_) {
+    const PeerState& p = *pp;
+    const transport::ConnStats& s = p.conn->stats();
+    PeerMetrics pm;
+    pm.peer = p.cfg.name;
+    pm.link = p.link->name;
+    pm.up = !p.last_rx.is_zero() && now - p.last_rx < Duration::from_s(5);
+    pm.last_receive_unix_s = unix_s(p.last_rx);
+    pm.srtt = s.srtt;
+    pm.min_rtt = s.min_rtt;
+    pm.btlbw = s.btlbw;
+    const Bytes measured = s.btlbw.bytes_in(s.min_rtt);
+    pm.bdp = measured > 0 ? measured : p.conn->bdp();
+    pm.cwnd = s.cwnd;
+    pm.pacing_rate = s.pacing_rate;
+    pm.inflight = s.bytes_in_flight;
+    pm.send_buffer_used = s.send_buffer_used;
+    pm.send_buffer_capacity = s.send_buffer_capacity;
+    pm.recv_buffer_used = s.recv_buffer_used;
+    pm.recv_buffer_capacity = s.recv_buffer_capacity;
+    pm.goodput_bytes = s.delivered_bytes;
+    pm.tx_packets = s.packets_sent;
+    pm.tx_bytes = s.bytes_sent;
+    pm.rx_packets = s.packets_received;
+    pm.rx_bytes = s.bytes_received;
+    pm.carried_packets = p.carried_packets;
+    pm.carried_bytes = p.carried_bytes;
+    pm.delivered_packets = p.delivered_packets;
+    pm.delivered_bytes = p.delivered_bytes;
+    pm.retransmitted_packets = s.retransmitted_packets;
+    pm.retransmitted_bytes = s.retransmitted_bytes;
+    pm.lost_packets = s.lost_packets;
+    pm.loss_events = s.loss_events;
+    pm.ptos = s.ptos;
+    pm.rtos = s.rtos;
+    pm.spurious_losses = s.spurious_losses;
+    pm.ecn_marks = p.ce_marked;
+    pm.rtt = s.rtt_histogram;
+    pm.queue_delay = s.queue_delay_histogram;
+    pm.drops = {s.drop_malformed,        s.drop_bad_version, s.drop_bad_connection_id,
+                s.drop_bad_integrity,    s.drop_duplicate,   s.drop_flow_control,
+                s.drop_too_many_streams, s.drop_no_buffer,   s.drop_invalid_ack};
+    pm.link_rate = p.link->rate;
+    pm.link_rtt = p.link->rtt;
+    const io::IoStats& io = p.io->stats();
+    pm.link_tx_packets = io.tx_packets;
+    pm.link_tx_bytes = io.tx_bytes;
+    pm.link_rx_packets = io.rx_packets;
+    pm.link_rx_bytes = io.rx_bytes;
+    pm.link_tx_full = io.tx_full;
+    pm.link_tx_errors = p.io->udp_stats().tx_errors;
+    pm.link_rx_wrong_source = p.io->udp_stats().rx_wrong_source;
+    m.peers.push_back(std::move(pm));
+  }
+
+  const PortStats ps = local_.stats();
+  PortMetrics port;
+  port.port = local_.name();
+  port.role = "local";
+  port.ipackets = ps.ipackets;
+  port.opackets = ps.opackets;
+  port.ibytes = ps.ibytes;
+  port.obytes = ps.obytes;
+  port.imissed = ps.imissed;
+  port.ierrors = ps.ierrors;
+  port.oerrors = ps.oerrors;
+  port.rx_nombuf = ps.rx_nombuf;
+  m.ports.push_back(std::move(port));
+
+  m.routes.reserve(routes_.size());
+  for (const Route& r : routes_) {
+    m.routes.push_back(
+        RouteMetrics{r.prefix.to_string(), peers_[r.peer]->cfg.name, to_string(r.mode), 0});
+  }
+  for (const Flow& f : flows_.flows()) {
+    if (!f.used) continue;
+    const Route* r = lookup(f.key.dst);
+    if (r != nullptr) ++m.routes[static_cast<size_t>(r - routes_.data())].active_flows;
+  }
+}
+
+DataPathMetrics Gateway::metrics() const {
+  std::lock_guard<std::mutex> lock(snap_mu_);
+  return metrics_;
+}
+
+}  // namespace rowan::gw

@@ -1,0 +1,454 @@
+#include "metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include <rte_version.h>
+
+#include <chrono>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "gateway.h"
+
+#ifndef ROWAN_VERSION
+#define ROWAN_VERSION "unknown"
+#endif
+
+namespace rowan::gw {
+
+const char* const PeerMetrics::kDropNames[PeerMetrics::kDropReasons] = {
+    "malformed",    "bad_version",      "bad_connection_id", "bad_integrity", "duplicate",
+    "flow_control", "too_many_streams", "no_buffer",         "invalid_ack"};
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+void add_hist(LatencyHistogram& a, const LatencyHistogram& b) { a.merge(b); }
+
+/// Prometheus' base unit for rates is bytes per second (promtool lints bits).
+double bytes_per_s(BitsPerSec r) { return static_cast<double>(r.bps()) / 8.0; }
+
+void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
+  a.up = a.up || b.up;
+  a.last_receive_unix_s = std::max(a.last_receive_unix_s, b.last_receive_unix_s);
+  a.last_handshake_unix_s = std::max(a.last_handshake_unix_s, b.last_handshake_unix_s);
+  a.cwnd += b.cwnd;
+  a.pacing_rate = a.pacing_rate + b.pacing_rate;
+  a.inflight += b.inflight;
+  a.send_buffer_used += b.send_buffer_used;
+  a.send_buffer_capacity += b.send_buffer_capacity;
+  a.recv_buffer_used += b.recv_buffer_used;
+  a.recv_buffer_capacity += b.recv_buffer_capacity;
+  a.goodput_bytes += b.goodput_bytes;
+  a.tx_packets += b.tx_packets;
+  a.tx_bytes += b.tx_bytes;
+  a.rx_packets += b.rx_packets;
+  a.rx_bytes += b.rx_bytes;
+  a.carried_packets += b.carried_packets;
+  a.carried_bytes += b.carried_bytes;
+  a.delivered_packets += b.delivered_packets;
+  a.delivered_bytes += b.delivered_bytes;
+  a.retransmitted_packets += b.retransmitted_packets;
+  a.retransmitted_bytes += b.retransmitted_bytes;
+  a.lost_packets += b.lost_packets;
+  a.loss_events += b.loss_events;
+  a.ptos += b.ptos;
+  a.rtos += b.rtos;
+  a.spurious_losses += b.spurious_losses;
+  a.ecn_marks += b.ecn_marks;
+  add_hist(a.rtt, b.rtt);
+  add_hist(a.queue_delay, b.queue_delay);
+  for (size_t i = 0; i < a.drops.size(); ++i) a.drops[i] += b.drops[i];
+  a.link_tx_packets += b.link_tx_packets;
+  a.link_tx_bytes += b.link_tx_bytes;
+  a.link_rx_packets += b.link_rx_packets;
+  a.link_rx_bytes += b.link_rx_bytes;
+  a.link_tx_full += b.link_tx_full;
+  a.link_tx_errors += b.link_tx_errors;
+  a.link_rx_wrong_source += b.link_rx_wrong_source;
+  // Path estimates (RTT, bandwidth, BDP) are properties of the path, not sums:
+  // keep the smaller RTTs and the larger bandwidth of the two.
+  if (a.min_rtt.is_zero() || (!b.min_rtt.is_zero() && b.min_rtt < a.min_rtt)) a.min_rtt = b.min_rtt;
+  if (a.srtt.is_zero() || (!b.srtt.is_zero() && b.srtt < a.srtt)) a.srtt = b.srtt;
+  a.btlbw = std::max(a.btlbw, b.btlbw);
+  a.bdp = std::max(a.bdp, b.bdp);
+}
+
+}  // namespace
+
+void DataPathMetrics::merge(const DataPathMetrics& o) {
+  lcores += o.lcores;
+  loop_iterations += o.loop_iterations;
+  local_rx_packets += o.local_rx_packets;
+  local_rx_bytes += o.local_rx_bytes;
+  local_tx_packets += o.local_tx_packets;
+  local_tx_bytes += o.local_tx_bytes;
+  arp_requests += o.arp_requests;
+  arp_replies += o.arp_replies;
+  flows_active += o.flows_active;
+  flows_created += o.flows_created;
+  flows_expired += o.flows_expired;
+  neighbors += o.neighbors;
+  if (drops.size() < o.drops.size()) drops.resize(o.drops.size());
+  for (size_t i = 0; i < o.drops.size(); ++i) drops[i] += o.drops[i];
+  for (const PeerMetrics& p : o.peers) {
+    auto it = std::find_if(peers.begin(), peers.end(), [&](const PeerMetrics& q) {
+      return q.peer == p.peer && q.link == p.link;
+    });
+    if (it == peers.end()) {
+      peers.push_back(p);
+    } else {
+      sum_peer(*it, p);
+    }
+  }
+  for (const PortMetrics& p : o.ports) {
+    auto it = std::find_if(ports.begin(), ports.end(),
+                           [&](const PortMetrics& q) { return q.port == p.port; });
+    if (it == ports.end()) {
+      ports.push_back(p);
+      continue;
+    }
+    it->ipackets += p.ipackets;
+    it->opackets += p.opackets;
+    it->ibytes += p.ibytes;
+    it->obytes += p.obytes;
+    it->imissed += p.imissed;
+    it->ierrors += p.ierrors;
+    it->oerrors += p.oerrors;
+    it->rx_nombuf += p.rx_nombuf;
+  }
+  for (const RouteMetrics& r : o.routes) {
+    auto it = std::find_if(routes.begin(), routes.end(), [&](const RouteMetrics& q) {
+      return q.prefix == r.prefix && q.peer == r.peer;
+    });
+    if (it == routes.end()) {
+      routes.push_back(r);
+    } else {
+      it->active_flows += r.active_flows;
+    }
+  }
+}
+
+ControlPlaneMetrics::ControlPlaneMetrics(double start_unix_s) {
+  s_.start_unix_s = start_unix_s;
+  s_.last_success_unix_s = start_unix_s;
+}
+
+void ControlPlaneMetrics::reload_result(bool ok, double unix_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.last_reload_ok = ok;
+  if (ok) {
+    s_.last_success_unix_s = unix_s;
+    ++s_.reloads_ok;
+  } else {
+    ++s_.reloads_failed;
+  }
+}
+
+ControlPlaneMetrics::State ControlPlaneMetrics::get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_;
+}
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+class Collector final : public prometheus::Collectable {
+ public:
+  Collector(MetricsSource source, const ControlPlaneMetrics& control)
+      : source_(std::move(source)), control_(control) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    DataPathMetrics m;
+    for (const DataPathMetrics& l : source_()) m.merge(l);
+    Families f;
+    build_info(f);
+    control(f);
+    datapath(f, m);
+    for (const PeerMetrics& p : m.peers) peer(f, p);
+    std::vector<MetricFamily> out;
+    out.reserve(f.order.size());
+    for (const std::string& name : f.order) out.push_back(std::move(f.by_name[name]));
+    return out;
+  }
+
+ private:
+  /// Families in first-use order, so each name appears once.
+  struct Families {
+    std::map<std::string, MetricFamily> by_name;
+    std::vector<std::string> order;
+    MetricFamily& get(const std::string& name, const char* help, MetricType type) {
+      auto [it, fresh] = by_name.try_emplace(name);
+      if (fresh) {
+        it->second.name = name;
+        it->second.help = help;
+        it->second.type = type;
+        order.push_back(name);
+      }
+      return it->second;
+    }
+    void counter(const std::string& name, const char* help, Labels labels, double v) {
+      ClientMetric c;
+      c.label = std::move(labels);
+      c.counter.value = v;
+      get(name, help, MetricType::Counter).metric.push_back(std::move(c));
+    }
+    void gauge(const std::string& name, const char* help, Labels labels, double v) {
+      ClientMetric c;
+      c.label = std::move(labels);
+      c.gauge.value = v;
+      get(name, help, MetricType::Gauge).metric.push_back(std::move(c));
+    }
+    void histogram(const std::string& name, const char* help, Labels labels,
+                   const LatencyHistogram& h) {
+      ClientMetric c;
+      c.label = std::move(labels);
+      c.histogram.sample_count = h.count();
+      c.histogram.sample_sum = h.sum().seconds();
+      uint64_t cum = 0;
+      for (size_t i = 0; i < LatencyHistogram::kBuckets; ++i) {
+        cum += h.bucket(i);
+        ClientMetric::Bucket b;
+        b.cumulative_count = cum;
+        b.upper_bound = i < LatencyHistogram::kBoundsNs.size()
+                            ? static_cast<double>(LatencyHistogram::kBoundsNs[i]) * 1e-9
+                            : std::numeric_limits<double>::infinity();
+        c.histogram.bucket.push_back(b);
+      }
+      get(name, help, MetricType::Histogram).metric.push_back(std::move(c));
+    }
+  };
+
+  static void build_info(Families& f) {
+    f.gauge("rowan_build_info", "rowand's version and build; always 1.",
+            {{"version", ROWAN_VERSION}, {"dpdk", rte_version()}, {"compiler", compiler()}}, 1);
+  }
+
+  static std::string compiler() {
+#if defined(__clang__)
+    return std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+    return std::string("gcc ") + __VERSION__;
+#else
+    return "unknown";
+#endif
+  }
+
+  void control(Families& f) const {
+    const ControlPlaneMetrics::State s = control_.get();
+    f.gauge("rowan_config_last_reload_successful",
+            "1 if the last configuration reload (SIGHUP or rowanctl reload) was applied, 0 if it "
+            "was rejected.",
+            {}, s.last_reload_ok ? 1 : 0);
+    f.gauge("rowan_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful configuration load (start-up or reload).", {},
+            s.last_success_unix_s);
+    f.counter("rowan_config_reloads_total", "Configuration reloads, by result.",
+              {{"result", "success"}}, static_cast<double>(s.reloads_ok));
+    f.counter("rowan_config_reloads_total", "Configuration reloads, by result.",
+              {{"result", "failure"}}, static_cast<double>(s.reloads_failed));
+    f.gauge("rowan_start_time_seconds", "Unix time rowand started.", {}, s.start_unix_s);
+  }
+
+  static void datapath(Families& f, const DataPathMetrics& m) {
+    f.gauge("rowan_packet_lcores", "Packet lcores whose counters are summed here.", {},
+            static_cast<double>(m.lcores));
+    f.counter("rowan_packet_loop_iterations_total",
+              "Passes of the packet loops (the heartbeat the systemd watchdog follows).", {},
+              static_cast<double>(m.loop_iterations));
+    f.counter("rowan_local_receive_packets_total", "IP and ARP frames received on the local port.",
+              {}, static_cast<double>(m.local_rx_packets));
+    f.counter("rowan_local_receive_bytes_total", "Bytes of frames received on the local port.", {},
+              static_cast<double>(m.local_rx_bytes));
+    f.counter("rowan_local_transmit_packets_total", "Frames sent to local hosts.", {},
+              static_cast<double>(m.local_tx_packets));
+    f.counter("rowan_local_transmit_bytes_total", "Bytes of frames sent to local hosts.", {},
+              static_cast<double>(m.local_tx_bytes));
+    f.counter("rowan_arp_requests_total", "ARP requests the gateway sent for local hosts.", {},
+              static_cast<double>(m.arp_requests));
+    f.counter("rowan_arp_replies_total", "ARP replies the gateway sent.", {},
+              static_cast<double>(m.arp_replies));
+    f.gauge("rowan_flows_active", "Flows in the flow table.", {},
+            static_cast<double>(m.flows_active));
+    f.counter("rowan_flows_created_total", "Flows created.", {},
+              static_cast<double>(m.flows_created));
+    f.counter("rowan_flows_expired_total", "Flows removed after being idle.", {},
+              static_cast<double>(m.flows_expired));
+    f.gauge("rowan_neighbors", "Entries in the local neighbour (ARP) table.", {},
+            static_cast<double>(m.neighbors));
+    for (size_t i = 0; i < m.drops.size(); ++i) {
+      f.counter("rowan_drops_total", "Packets the gateway dropped, by reason.",
+                {{"reason", kDropNames[i]}}, static_cast<double>(m.drops[i]));
+    }
+    for (const PortMetrics& p : m.ports) {
+      const Labels l{{"port", p.port}, {"role", p.role}};
+      f.counter("rowan_port_receive_packets_total",
+                "Packets the DPDK port received (rte_eth_stats).", l,
+                static_cast<double>(p.ipackets));
+      f.counter("rowan_port_transmit_packets_total", "Packets the DPDK port sent (rte_eth_stats).",
+                l, static_cast<double>(p.opackets));
+      f.counter("rowan_port_receive_bytes_total", "Bytes the DPDK port received (rte_eth_stats).",
+                l, static_cast<double>(p.ibytes));
+      f.counter("rowan_port_transmit_bytes_total", "Bytes the DPDK port sent (rte_eth_stats).", l,
+                static_cast<double>(p.obytes));
+      f.counter("rowan_port_receive_missed_total",
+                "Packets the port dropped because the RX ring was full (rte_eth_stats imissed).", l,
+                static_cast<double>(p.imissed));
+      f.counter("rowan_port_receive_errors_total", "Erroneous received packets (ierrors).", l,
+                static_cast<double>(p.ierrors));
+      f.counter("rowan_port_transmit_errors_total", "Failed transmissions (oerrors).", l,
+                static_cast<double>(p.oerrors));
+      f.counter("rowan_port_receive_nombuf_total", "RX mbuf allocation failures (rx_nombuf).", l,
+                static_cast<double>(p.rx_nombuf));
+    }
+    for (const RouteMetrics& r : m.routes) {
+      f.gauge("rowan_route_mode", "A configured route and its mode; always 1.",
+              {{"prefix", r.prefix}, {"peer", r.peer}, {"mode", r.mode}}, 1);
+      f.gauge("rowan_route_active_flows",
+              "Flows in the flow table whose destination this route covers.",
+              {{"prefix", r.prefix}, {"peer", r.peer}}, static_cast<double>(r.active_flows));
+    }
+  }
+
+  static void peer(Families& f, const PeerMetrics& p) {
+    const Labels l{{"peer", p.peer}, {"link", p.link}};
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    f.gauge("rowan_peer_up",
+            "1 while datagrams from the peer gateway arrive (one within the last 5 s).", l,
+            p.up ? 1 : 0);
+    f.gauge("rowan_peer_last_receive_timestamp_seconds",
+            "Unix time of the last datagram from the peer (0: none yet).", l,
+            p.last_receive_unix_s);
+    if (p.last_handshake_unix_s > 0) {
+      f.gauge("rowan_peer_last_handshake_timestamp_seconds",
+              "Unix time of the last completed handshake with the peer.", l,
+              p.last_handshake_unix_s);
+    }
+    f.histogram("rowan_peer_rtt_seconds", "Round-trip time samples (ACK delay removed).", l, p.rtt);
+    f.histogram("rowan_peer_queueing_delay_seconds",
+                "RTT samples minus the min RTT: the time packets spent in queues.", l,
+                p.queue_delay);
+    f.gauge("rowan_peer_min_rtt_seconds", "Minimum RTT over the transport's window.", l,
+            p.min_rtt.seconds());
+    f.gauge("rowan_peer_smoothed_rtt_seconds", "Smoothed RTT (RFC 6298).", l, p.srtt.seconds());
+    f.gauge("rowan_peer_bottleneck_bandwidth_bytes_per_second",
+            "Estimated bottleneck bandwidth: the max delivery rate over about 10 round trips.", l,
+            bytes_per_s(p.btlbw));
+    f.gauge("rowan_peer_bdp_bytes",
+            "Bandwidth-delay product: bottleneck bandwidth x min RTT (the configured link's "
+            "until both are measured).",
+            l, d(p.bdp));
+    f.gauge("rowan_peer_cwnd_bytes", "Congestion window.", l, d(p.cwnd));
+    f.gauge("rowan_peer_pacing_rate_bytes_per_second", "Rate the pacer sends at.", l,
+            bytes_per_s(p.pacing_rate));
+    f.gauge("rowan_peer_inflight_bytes", "Bytes sent and not yet acknowledged or lost.", l,
+            d(p.inflight));
+    f.gauge("rowan_peer_send_buffer_used_bytes", "Send buffer in use.", l, d(p.send_buffer_used));
+    f.gauge("rowan_peer_send_buffer_capacity_bytes", "Send buffer size.", l,
+            d(p.send_buffer_capacity));
+    f.gauge("rowan_peer_receive_buffer_used_bytes", "Receive buffer in use.", l,
+            d(p.recv_buffer_used));
+    f.gauge("rowan_peer_receive_buffer_capacity_bytes", "Receive buffer size.", l,
+            d(p.recv_buffer_capacity));
+    f.counter("rowan_peer_goodput_bytes_total",
+              "Stream bytes the peer acknowledged (each byte once, retransmissions not counted).",
+              l, d(p.goodput_bytes));
+    f.counter("rowan_peer_transmit_packets_total", "Transport datagrams sent to the peer.", l,
+              d(p.tx_packets));
+    f.counter("rowan_peer_transmit_bytes_total", "Transport bytes sent to the peer (wire).", l,
+              d(p.tx_bytes));
+    f.counter("rowan_peer_receive_packets_total", "Transport datagrams received from the peer.", l,
+              d(p.rx_packets));
+    f.counter("rowan_peer_receive_bytes_total", "Transport bytes received from the peer (wire).", l,
+              d(p.rx_bytes));
+    f.counter("rowan_peer_carried_packets_total", "Local IP packets sent on to the peer.", l,
+              d(p.carried_packets));
+    f.counter("rowan_peer_carried_bytes_total", "Bytes of local IP packets sent on to the peer.", l,
+              d(p.carried_bytes));
+    f.counter("rowan_peer_delivered_packets_total",
+              "IP packets from the peer delivered to local hosts.", l, d(p.delivered_packets));
+    f.counter("rowan_peer_delivered_bytes_total",
+              "Bytes of IP packets from the peer delivered to local hosts.", l,
+              d(p.delivered_bytes));
+    f.counter("rowan_peer_retransmitted_packets_total", "Packets that carried retransmitted data.",
+              l, d(p.retransmitted_packets));
+    f.counter("rowan_peer_retransmitted_bytes_total", "Stream bytes sent again.", l,
+              d(p.retransmitted_bytes));
+    f.counter("rowan_peer_lost_packets_total", "Packets declared lost.", l, d(p.lost_packets));
+    f.counter("rowan_peer_spurious_losses_total", "Packets declared lost and acknowledged later.",
+              l, d(p.spurious_losses));
+    f.counter("rowan_peer_loss_events_total",
+              "Loss events (congestion events): losses of packets sent after the previous event "
+              "began.",
+              l, d(p.loss_events));
+    f.counter("rowan_peer_retransmission_timeouts_total", "Retransmission timeouts (RTOs).", l,
+              d(p.rtos));
+    f.counter("rowan_peer_probe_timeouts_total", "Probe timeouts (tail-loss probes).", l,
+              d(p.ptos));
+    f.counter("rowan_peer_ecn_marks_total",
+              "ECN CE marks the gateway applied to packets of this peer's flows.", l,
+              d(p.ecn_marks));
+    for (size_t i = 0; i < p.drops.size(); ++i) {
+      f.counter("rowan_peer_transport_drops_total",
+                "Datagrams from the peer the transport dropped, by reason.",
+                {{"peer", p.peer}, {"link", p.link}, {"reason", PeerMetrics::kDropNames[i]}},
+                d(p.drops[i]));
+    }
+    const Labels ll{{"link", p.link}};
+    f.gauge("rowan_link_capacity_bytes_per_second", "Configured capacity of the WAN link.", ll,
+            bytes_per_s(p.link_rate));
+    f.gauge("rowan_link_configured_rtt_seconds", "Configured base RTT of the WAN link.", ll,
+            p.link_rtt.seconds());
+    f.counter("rowan_link_transmit_packets_total", "Datagrams sent on the WAN link.", ll,
+              d(p.link_tx_packets));
+    f.counter("rowan_link_transmit_bytes_total", "Bytes sent on the WAN link.", ll,
+              d(p.link_tx_bytes));
+    f.counter("rowan_link_receive_packets_total", "Datagrams received on the WAN link.", ll,
+              d(p.link_rx_packets));
+    f.counter("rowan_link_receive_bytes_total", "Bytes received on the WAN link.", ll,
+              d(p.link_rx_bytes));
+    f.counter("rowan_link_transmit_full_total", "Sends refused because the link's queue was full.",
+              ll, d(p.link_tx_full));
+    f.counter("rowan_link_transmit_errors_total", "Sends that failed.", ll, d(p.link_tx_errors));
+    f.counter("rowan_link_receive_wrong_source_total",
+              "Datagrams received from an address that is not a configured peer.", ll,
+              d(p.link_rx_wrong_source));
+  }
+
+  MetricsSource source_;
+  const ControlPlaneMetrics& control_;
+};
+
+MetricsServer::MetricsServer(const MetricsConfig& cfg, MetricsSource source,
+                             const ControlPlaneMetrics& control)
+    : collector_(std::make_shared<Collector>(std::move(source), control)) {
+  address_ = cfg.listen.to_string();
+  try {
+    // civetweb: one listening port, two worker threads are plenty for scrapes.
+    exposer_ = std::make_unique<prometheus::Exposer>(address_, 2);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("[metrics] cannot listen on " + address_ + ": " + e.what());
+  }
+  exposer_->RegisterCollectable(collector_);
+}
+
+MetricsServer::~MetricsServer() = default;
+
+std::string MetricsServer::address() const { return address_; }
+
+std::string render_metrics(MetricsSource source, const ControlPlaneMetrics& control) {
+  const Collector c(std::move(source), control);
+  return prometheus::TextSerializer().Serialize(c.Collect());
+}
+
+}  // namespace rowan::gw
