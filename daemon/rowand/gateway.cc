@@ -587,6 +587,7 @@ void Gateway::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t l
     ip[1] |= 0x30;
   }
   ++flow.ce_marked;
+  ++peer.ce_marked;
   ++ctr_.ce_marked;
 }
 
@@ -752,8 +753,11 @@ void Gateway::housekeeping(TimePoint now) noexcept {
 
 void Gateway::publish(TimePoint now) {
   nlohmann::ordered_json s = make_snapshot(now);
+  DataPathMetrics m;
+  fill_metrics(now, m);
   std::lock_guard<std::mutex> lock(snap_mu_);
   snap_ = std::move(s);
+  metrics_ = std::move(m);
 }
 
 nlohmann::ordered_json Gateway::snapshot(const std::string& cmd) const {

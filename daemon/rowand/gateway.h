@@ -31,6 +31,7 @@
 #include "crypto/secure_io.h"
 #include "dpdk_port.h"
 #include "flow_table.h"
+#include "metrics.h"
 #include "io/udp_uring.h"
 #include "split_engine.h"
 #include "transport/connection.h"
@@ -115,6 +116,7 @@ struct PeerState {
   uint64_t delivered_bytes = 0;
   uint64_t carried_packets = 0;
   uint64_t carried_bytes = 0;
+  uint64_t ce_marked = 0;  ///< CE marks applied to this peer's flows
 };
 
 struct GatewayCounters {
@@ -160,6 +162,9 @@ class Gateway {
   nlohmann::ordered_json snapshot(const std::string& cmd) const;
 
   const GatewayCounters& counters() const { return ctr_; }
+  /// Exporter thread: a copy of the metrics publish() last copied
+  /// (gateway_metrics.cc).
+  DataPathMetrics metrics() const;
   const std::vector<std::unique_ptr<PeerState>>& peers() const { return peers_; }
 
  private:
@@ -187,6 +192,7 @@ class Gateway {
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
   void housekeeping(TimePoint now) noexcept;
   nlohmann::ordered_json make_snapshot(TimePoint now) const;
+  void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< gateway_metrics.cc
 
   GatewayConfig cfg_;
   Port& local_;
@@ -218,6 +224,7 @@ class Gateway {
 
   mutable std::mutex snap_mu_;
   nlohmann::ordered_json snap_;
+  DataPathMetrics metrics_;  ///< guarded by snap_mu_
 };
 
 /// Connection id both gateways of a pair derive alike from their endpoints.
