@@ -50,6 +50,7 @@ struct Flow {
   uint64_t dropped = 0;
   uint64_t window_bytes = 0;       ///< bytes written in the current backlog window
   uint64_t last_window_bytes = 0;  ///< bytes written in the previous window
+  uint32_t offered_epoch = 0;      ///< last backlog window a packet of this flow arrived in
   std::vector<uint8_t> tail;       ///< part of a record the send buffer did not take yet
 };
 

@@ -274,6 +274,18 @@ std::string Gateway::reload(const GatewayConfig& cfg) {
   std::string what = fmt::format("{} routes (was {})", routes.size(), routes_.size());
   routes_ = std::move(routes);
   cfg_.routes = cfg.routes;
+  // [cc] applies to the live connections: each swaps its controller and
+  // keeps its streams and data in flight (Connection::replace_cc).
+  for (auto& p : peers_) {
+    const transport::TransportConfig& tc = p->conn->config();
+    if (tc.cc == cfg.cc.algorithm && tc.cc_params.values() == cfg.cc.params.values()) continue;
+    try {
+      p->conn->replace_cc(cfg.cc.algorithm, cfg.cc.params, clock_);
+      what += fmt::format("; peer {}: cc {}", p->cfg.name, cfg.cc.algorithm);
+    } catch (const std::exception& e) {
+      what += fmt::format("; peer {}: cc kept ({})", p->cfg.name, e.what());
+    }
+  }
   cfg_.cc = cfg.cc;
   cfg_.wan.flow_idle_timeout = cfg.wan.flow_idle_timeout;
   return what;
@@ -512,7 +524,9 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     rte_pktmbuf_free(m);
     return;
   }
-  if (!f->tail.empty()) {  // an earlier record is still waiting for buffer space
+  if (!f->tail.empty() || !within_share(peer, *f, iplen + 2U)) {
+    // An earlier record still waits for buffer space, or this flow already
+    // holds its share of a contended send buffer.
     ++f->dropped;
     drop(Drop::kBacklog, m);
     return;
@@ -559,6 +573,24 @@ void Gateway::flush_tails(TimePoint now) noexcept {
     f.tail.erase(f.tail.begin(), f.tail.begin() + static_cast<std::ptrdiff_t>(n));
     if (f.tail.empty()) --tails_;
   }
+}
+
+bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept {
+  if (flow.offered_epoch != window_epoch_) {
+    flow.offered_epoch = window_epoch_;
+    ++window_offered_;
+  }
+  // A flow whose packets are not drained (its sender outruns the WAN, or
+  // its stream is stalled) must not take the whole send buffer: every other
+  // flow would then find it full and lose packets it never queued. A flow
+  // may always fill up to its fair share (the buffer over the flows that
+  // sent in this or the last window); beyond it, only while an eighth of
+  // the buffer stays free for the others.
+  const transport::Connection& c = *peer.conn;
+  const Bytes cap = c.send_buffer_capacity();
+  const Bytes flows = std::max({window_offered_, last_window_offered_, 1U});
+  if (c.stream_unacked(flow.stream) + rec <= cap / flows) return true;
+  return c.send_buffer_free() >= rec + cap / 8;
 }
 
 void Gateway::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept {
@@ -745,6 +777,9 @@ void Gateway::housekeeping(TimePoint now) noexcept {
     last_window_flows_ = window_flows_;
     window_total_ = 0;
     window_flows_ = 0;
+    last_window_offered_ = window_offered_;
+    window_offered_ = 0;
+    ++window_epoch_;
     window_start_ = now;
   }
   ctr_.flows_expired += flows_.expire(now - cfg_.wan.flow_idle_timeout);

@@ -151,8 +151,9 @@ class Gateway {
   /// Sleeps until a WAN completion arrives or `d` passes (idle back-off).
   void idle_wait(Duration d) noexcept;
 
-  /// Applies a reloaded config: routes, CC parameters of new connections,
-  /// flow idle timeout. Flows and connections stay up. Returns what changed.
+  /// Applies a reloaded config: routes, the [cc] algorithm and parameters (live
+  /// connections swap their controller) and the flow idle timeout. Flows and
+  /// connections stay up. Returns what changed.
   std::string reload(const GatewayConfig& cfg);
 
   /// Copies the state the control socket shows (packet lcore).
@@ -182,6 +183,7 @@ class Gateway {
                     TimePoint now) noexcept;
   void flush_tails(TimePoint now) noexcept;
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
+  bool within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept;
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
@@ -215,6 +217,8 @@ class Gateway {
   TimePoint window_start_;
   uint64_t window_total_ = 0, last_window_total_ = 0;
   uint32_t window_flows_ = 0, last_window_flows_ = 0;
+  uint32_t window_epoch_ = 1;  ///< numbers the backlog windows (Flow::offered_epoch)
+  uint32_t window_offered_ = 0, last_window_offered_ = 0;  ///< flows that sent a packet
   bool moved_ = false;
   uint32_t tails_ = 0;  ///< flows holding a partly written record
 

@@ -173,6 +173,22 @@ bool Connection::next_readable(uint64_t* id) noexcept {
   return true;
 }
 
+Bytes Connection::stream_unacked(uint64_t id) const noexcept {
+  const Stream* s = find_stream(id);
+  return s == nullptr ? 0 : s->write_end - s->acked_floor;
+}
+
+void Connection::replace_cc(const std::string& algorithm, const cc::CcParams& params,
+                            const Clock& clock) {
+  cc::PathHints hints;
+  hints.link_rate = cfg_.link_rate;
+  hints.base_rtt = rtt_.min_rtt().is_zero() ? cfg_.base_rtt : rtt_.min_rtt();
+  hints.mss = cfg_.max_datagram;
+  cc_ = cc::Registry::create(algorithm, clock, hints, params);  // throws before replacing
+  cfg_.cc = algorithm;
+  cfg_.cc_params = params;
+}
+
 Bytes Connection::send_buffer_free() const noexcept {
   const Bytes by_budget = send_capacity_ - std::min(send_capacity_, send_buffered_);
   const Bytes by_pool = static_cast<Bytes>(send_pool_.available()) * send_pool_.chunk_size();

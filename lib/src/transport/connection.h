@@ -145,6 +145,10 @@ class Connection {
   Bytes send_buffer_free() const noexcept;
   /// Stream bytes written but not yet acked, all streams.
   Bytes unacked_bytes() const noexcept { return send_buffered_; }
+  /// Stream bytes written on `id` but not yet acked (0 for an unknown stream).
+  Bytes stream_unacked(uint64_t id) const noexcept;
+  /// The send buffer's budget (what unacked_bytes() may reach).
+  Bytes send_buffer_capacity() const noexcept { return send_capacity_; }
   /// Sends CLOSE and stops the connection.
   void close(uint16_t code, TimePoint now) noexcept;
   bool closed() const noexcept { return closed_; }
@@ -163,6 +167,14 @@ class Connection {
 
   const ConnStats& stats() noexcept;
   const cc::CongestionController& cc() const { return *cc_; }
+  /// Control path (config reload), on the connection's thread between
+  /// packets: replaces the congestion controller by `algorithm` with
+  /// `params`. Streams, data in flight and loss recovery stay; the new
+  /// controller starts from its own initial state, told the path's measured
+  /// min RTT (instead of the configured one) as its base RTT. Throws
+  /// cc::CcParamError (the old controller stays) for an unknown name or bad
+  /// parameters.
+  void replace_cc(const std::string& algorithm, const cc::CcParams& params, const Clock& clock);
   const TransportConfig& config() const { return cfg_; }
   Bytes bdp() const { return bdp_; }
 
