@@ -661,6 +661,13 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   r.ip("address", local.address);
   const unsigned max = local.address.version == 6 ? 128 : 32;
   r.integer("prefix_len", local.prefix_len, 1, max);
+  r.ip("address6", local.address6);
+  if (local.address6.version == 4 || (local.address6.version == 6 && max == 128)) {
+    r.error(r.get("address6"), "address6",
+            "must be an IPv6 address next to an IPv4 local.address (a dual-stack site)");
+    local.address6 = {};
+  }
+  r.integer("prefix_len6", local.prefix_len6, 1, 128);
   if (const std::string* s = r.string_node("mac", &n)) {
     std::array<uint8_t, 6> mac{};
     unsigned parsed = 0;
@@ -1271,6 +1278,10 @@ std::string local_toml(const LocalConfig& l) {
   s += fmt::format("device = {}\n", toml_string(l.device));
   s += fmt::format("address = {}\n", toml_string(ip_to_string(l.address)));
   s += fmt::format("prefix_len = {}\n", l.prefix_len);
+  if (l.address6.version == 6) {
+    s += fmt::format("address6 = {}\n", toml_string(ip_to_string(l.address6)));
+    s += fmt::format("prefix_len6 = {}\n", l.prefix_len6);
+  }
   if (l.mac) {
     const auto& m = *l.mac;
     s += fmt::format("mac = \"{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\"\n", m[0], m[1], m[2],

@@ -72,6 +72,30 @@ roce::IpAddr ip_dst(const uint8_t* ip) {
   return a;
 }
 
+// ICMPv6 checksum (RFC 4443 §2.3) of the IPv6 packet at `ip` (payload
+// length from its header), with the checksum field taken as zero.
+uint16_t icmp6_checksum(const uint8_t* ip) {
+  const uint32_t plen = load_be16(ip + 4);
+  uint32_t sum = plen + 58U;
+  for (uint32_t i = 8; i < 40; i += 2) sum += load_be16(ip + i);  // addresses
+  const uint8_t* p = ip + 40;
+  for (uint32_t i = 0; i + 1 < plen; i += 2) sum += i == 2 ? 0U : load_be16(p + i);
+  if ((plen & 1U) != 0) sum += static_cast<uint32_t>(p[plen - 1]) << 8;
+  while ((sum >> 16) != 0) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// An IPv6 header with ICMPv6 next, hop limit 255 (RFC 4861 requires it).
+void ipv6_header(uint8_t* ip, uint16_t plen, const uint8_t* src, const uint8_t* dst) {
+  std::memset(ip, 0, 8);
+  ip[0] = 0x60;
+  store_be16(ip + 4, plen);
+  ip[6] = 58;
+  ip[7] = 255;
+  std::memcpy(ip + 8, src, 16);
+  std::memcpy(ip + 24, dst, 16);
+}
+
 }  // namespace
 
 const char* const kDropNames[] = {
@@ -181,6 +205,8 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   mac_ = cfg.local.mac ? *cfg.local.mac : local.mac();
   site_.addr = cfg.local.address;
   site_.len = cfg.local.prefix_len;
+  site6_.addr = cfg.local.address6;  // version 0 (none): contains() nothing
+  site6_.len = cfg.local.prefix_len6;
   const TimePoint now = clock.now();
   crypto::Key private_key{};
   if (!cfg.local.insecure) {
@@ -393,6 +419,9 @@ void Gateway::local_rx(TimePoint now) noexcept {
       const uint16_t type = load_be16(eth + 12);
       if (type == kEthArp) {
         handle_arp(m, eth, len, now);
+      } else if (type == kEthIpv6 && eth[0] == 0x33 && eth[1] == 0x33 &&
+                 cfg_.local.address6.version == 6) {
+        handle_ip(m, eth + kEthLen, len - kEthLen, now);  // IPv6 multicast: ND
       } else if (!to_us) {
         drop(group ? Drop::kUnsupportedL2 : Drop::kNotForUs, m);
       } else if (type == kEthIpv4 || type == kEthIpv6) {
@@ -487,6 +516,14 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     return;
   }
   const roce::IpAddr dst = ip_dst(ip);
+  if (dst.version == 6 && (ip_equal(dst, cfg_.local.address6) || dst.bytes[0] == 0xFF)) {
+    if (ip[6] == 58 && iplen >= 48) {
+      handle_icmp6(m, ip, iplen, now);  // neighbour discovery
+    } else {
+      drop(Drop::kToGateway, m);
+    }
+    return;
+  }
   if (ip_equal(dst, cfg_.local.address)) {
     drop(Drop::kToGateway, m);
     return;
@@ -668,13 +705,9 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
     return;
   }
   const roce::IpAddr dst = ip_dst(ip);
-  if (!site_.contains(dst) || ip_equal(dst, cfg_.local.address)) {
+  if (!(site_.contains(dst) || site6_.contains(dst)) || ip_equal(dst, cfg_.local.address) ||
+      ip_equal(dst, cfg_.local.address6)) {
     drop(Drop::kNotLocal);
-    return;
-  }
-  if (dst.version != 4) {
-    // IPv6 neighbour discovery is not implemented: no MAC to send to.
-    drop(Drop::kNeighborPending);
     return;
   }
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
@@ -705,8 +738,113 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
   if (e != nullptr &&
       (e->last_request.is_zero() || now - e->last_request > Duration::from_ms(100))) {
     e->last_request = now;
-    send_arp_request(dst, now);
+    if (dst.version == 6) {
+      send_neighbor_solicitation(dst);
+    } else {
+      send_arp_request(dst, now);
+    }
   }
+}
+
+void Gateway::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
+  std::memcpy(e.mac.data(), mac, 6);
+  e.resolved = true;
+  e.updated = now;
+  for (uint32_t i = 0; i < e.npending; ++i) {
+    std::memcpy(rte_pktmbuf_mtod(e.pending[i], uint8_t*), e.mac.data(), 6);
+    enqueue_local(e.pending[i]);
+  }
+  e.npending = 0;
+}
+
+void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+  // RFC 4861: a neighbour solicitation (135) for our address is answered
+  // with an advertisement; solicitations and advertisements (136) from site
+  // hosts teach us their MACs. Everything else addressed to us is dropped.
+  uint8_t* icmp = ip + 40;
+  const uint8_t type = icmp[0];
+  if (ip[7] != 255 || icmp[1] != 0 || (type != 135 && type != 136) ||
+      load_be16(icmp + 2) != icmp6_checksum(ip)) {
+    drop(Drop::kToGateway, m);
+    return;
+  }
+  uint8_t* eth = ip - kEthLen;
+  roce::IpAddr target{6, {}};
+  std::memcpy(target.bytes.data(), icmp + 8, 16);
+  // The link-layer address option: source (1) in a solicitation, target (2)
+  // in an advertisement; the Ethernet source otherwise.
+  const uint8_t* lladdr = eth + 6;
+  for (uint32_t off = 24; off + 8 <= len - 40;) {
+    const uint32_t olen = icmp[off + 1] * 8U;
+    if (olen == 0) break;
+    if (icmp[off] == (type == 135 ? 1 : 2) && olen >= 8) lladdr = icmp + off + 2;
+    off += olen;
+  }
+  const roce::IpAddr src = ip_src(ip);
+  const roce::IpAddr& learned = type == 135 ? src : target;
+  if (site6_.contains(learned) && !ip_equal(learned, cfg_.local.address6)) {
+    // Like ARP: a host that asks for us is added, others only refreshed.
+    NeighborTable::Entry* e = type == 135 && ip_equal(target, cfg_.local.address6)
+                                  ? neigh_.find_or_add(learned)
+                                  : neigh_.find(learned);
+    if (e != nullptr) learn_neighbor(*e, lladdr, now);
+  }
+  const bool dad =
+      std::all_of(src.bytes.begin(), src.bytes.begin() + 16, [](uint8_t b) { return b == 0; });
+  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // Turn the solicitation into a solicited advertisement in place.
+  std::memcpy(eth, lladdr, 6);
+  std::memcpy(eth + 6, mac_.data(), 6);
+  uint8_t peer_ip[16];
+  std::memcpy(peer_ip, ip + 8, 16);
+  ipv6_header(ip, 32, cfg_.local.address6.bytes.data(), peer_ip);
+  std::memset(icmp, 0, 32);
+  icmp[0] = 136;
+  icmp[4] = 0x60;  // solicited, override
+  std::memcpy(icmp + 8, cfg_.local.address6.bytes.data(), 16);
+  icmp[24] = 2;  // target link-layer address
+  icmp[25] = 1;
+  std::memcpy(icmp + 26, mac_.data(), 6);
+  store_be16(icmp + 2, icmp6_checksum(ip));
+  const uint32_t frame = kEthLen + 40 + 32;
+  rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_pkt_len(m) - frame));
+  ++ctr_.arp_replies;
+  enqueue_local(m);
+}
+
+void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip) noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+  if (m == nullptr) {
+    drop(Drop::kNoMbuf);
+    return;
+  }
+  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthLen + 40 + 32));
+  if (eth == nullptr) {
+    drop(Drop::kNoMbuf, m);
+    return;
+  }
+  // To the target's solicited-node multicast group ff02::1:ffXX:XXXX.
+  uint8_t group[16] = {0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xFF};
+  std::memcpy(group + 13, ip.bytes.data() + 13, 3);
+  const Mac dst_mac = {0x33, 0x33, 0xFF, ip.bytes[13], ip.bytes[14], ip.bytes[15]};
+  std::memcpy(eth, dst_mac.data(), 6);
+  std::memcpy(eth + 6, mac_.data(), 6);
+  store_be16(eth + 12, kEthIpv6);
+  uint8_t* v6 = eth + kEthLen;
+  ipv6_header(v6, 32, cfg_.local.address6.bytes.data(), group);
+  uint8_t* icmp = v6 + 40;
+  std::memset(icmp, 0, 32);
+  icmp[0] = 135;
+  std::memcpy(icmp + 8, ip.bytes.data(), 16);
+  icmp[24] = 1;  // source link-layer address
+  icmp[25] = 1;
+  std::memcpy(icmp + 26, mac_.data(), 6);
+  store_be16(icmp + 2, icmp6_checksum(v6));
+  ++ctr_.arp_requests;
+  enqueue_local(m);
 }
 
 void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {

@@ -189,6 +189,9 @@ class Gateway {
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
+  void handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  void send_neighbor_solicitation(const roce::IpAddr& ip) noexcept;
+  void learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept;
   void enqueue_local(rte_mbuf* m) noexcept;
   void flush_local() noexcept;
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
@@ -200,7 +203,8 @@ class Gateway {
   Port& local_;
   [[maybe_unused]] const Clock& clock_;  ///< the packet loop passes `now`; kept for owners
   Mac mac_{};
-  Prefix site_;  ///< the local subnet
+  Prefix site_;   ///< the local subnet
+  Prefix site6_;  ///< the local IPv6 subnet of a dual-stack site (none: version 0)
   std::vector<Route> routes_;
   std::vector<std::unique_ptr<PeerState>> peers_;
   FlowTable flows_;

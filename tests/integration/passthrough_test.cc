@@ -134,7 +134,8 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
                     " --pps 1500");
   ASSERT_EQ(sent.status, 0) << sent.out;
   // Wait for the capture to complete (dumpcap stops at the count).
-  for (int i = 0; i < 100 && shell("pgrep -f 'dumpcap.*roce-b.pcap' >/dev/null").status == 0; ++i) {
+  for (int i = 0; i < 100 && shell("pgrep -f '[d]umpcap.*roce-b.pcap' >/dev/null").status == 0;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
@@ -149,6 +150,46 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   for (const auto& f : flows) roce += f["kind"] == "roce";
   EXPECT_EQ(roce, qps) << "each QP is its own flow";
   EXPECT_GT(ctl('a', "peers")[0]["retransmitted_packets"].get<uint64_t>(), 0u);
+}
+
+// The same over IPv6: the hosts resolve their gateway with neighbour
+// discovery (rowand answers for 2001:2:0:X::1 and resolves the hosts), the
+// gateways route the 2001:2:0:X::/64 prefixes, and RoCEv2 over IPv6 (UDP
+// checksum and ICRC computed by roce_flows.py) arrives complete, in order per
+// QP, with valid ICRCs.
+TEST_F(PassthroughTest, Ipv6NeighborDiscoveryAndRoceFlowsOverIpv6) {
+  up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
+  const ShellResult ping = exec('a', "ping -6 -c 5 -i 0.2 -q 2001:2:0:2::10");
+  ASSERT_EQ(ping.status, 0) << "IPv6 through both gateways: " << ping.out;
+  const std::string mac =
+      exec('a', "sh -c \"ip -6 neigh show 2001:2:0:1::1 | awk '{print \\$5}'\"").out.substr(0, 17);
+  ASSERT_EQ(mac, gw_mac()) << "the host resolved the gateway's IPv6 address to another MAC";
+  const std::string pcap = "/run/rowan/two-site/roce6-b.pcap";
+  const int qps = 2;
+  const int count = 150;
+  exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
+                " -a duration:40 -w " + pcap + " >/dev/null 2>&1 &'");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
+  const ShellResult sent =
+      exec('a', py + " send --iface eth0 --src 2001:2:0:1::10 --dst 2001:2:0:2::10 --gw-mac " +
+                    mac + " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
+                    " --pps 1000 2>/dev/null");
+  ASSERT_EQ(sent.status, 0) << sent.out;
+  for (int i = 0; i < 100 && shell("pgrep -f '[d]umpcap.*roce6-b.pcap' >/dev/null").status == 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
+                                   " --count " + std::to_string(count) + " 2>/dev/null");
+  EXPECT_EQ(verify.status, 0) << verify.out;
+  const ShellResult decode = shell(ctl_ + " decode " + pcap + " | tail -n 1");
+  EXPECT_NE(decode.out.find(std::to_string(qps * count) + " RoCEv2, 0 with a bad ICRC"),
+            std::string::npos)
+      << decode.out;
+  int roce = 0;
+  for (const auto& f : ctl('a', "flows")) roce += f["kind"] == "roce";
+  EXPECT_EQ(roce, qps);
 }
 
 TEST_F(PassthroughTest, MalformedFramesAreCountedAndDroppedWhileTrafficFlows) {

@@ -21,6 +21,7 @@ import json
 import struct
 import sys
 import time
+import zlib
 
 from scapy.all import IP, IPv6, UDP, Ether, Raw, conf, rdpcap, sniff, wrpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
@@ -52,8 +53,38 @@ def frames(args):
                 IP(src=args.src, dst=args.dst, tos=0x02, flags="DF")
             pkt = Ether(dst=args.gw_mac) / l3 / UDP(sport=49152 + q, dport=4791) / \
                 BTH(opcode=op, padcount=pad, dqpn=qp, psn=psn, ackreq=1) / Raw(ext + data + bytes(pad))
-            out.append(Ether(bytes(pkt)))
+            raw = bytes(pkt)
+            if ":" in args.src:
+                raw = fix_ipv6(raw)
+            out.append(Ether(raw))
     return out
+
+
+def fix_ipv6(frame):
+    """scapy leaves the ICRC of RoCEv2 over IPv6 zero: compute it (masked IPv6,
+    UDP and BTH headers behind 8 bytes of ones, as lib/src/codec does), then
+    the UDP checksum, which covers the ICRC."""
+    f = bytearray(frame)
+    ip, udp, bth = 14, 54, 62
+    hdr = bytearray(b"\xff" * 8) + f[ip:ip + 40] + f[udp:udp + 8] + f[bth:bth + 12]
+    hdr[8] |= 0x0F
+    hdr[9:12] = b"\xff\xff\xff"
+    hdr[15] = 0xFF  # hop limit
+    hdr[48 + 6:48 + 8] = b"\xff\xff"  # UDP checksum
+    hdr[56 + 4] = 0xFF  # BTH FECN/BECN/reserved
+    crc = zlib.crc32(bytes(f[bth + 12:-4]), zlib.crc32(bytes(hdr))) & 0xFFFFFFFF
+    f[-4:] = struct.pack("<I", crc)
+    ulen = len(f) - udp
+    f[udp + 6:udp + 8] = b"\0\0"
+    data = bytes(f[ip + 8:ip + 40]) + struct.pack("!IxxxB", ulen, 17) + bytes(f[udp:])
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    c = ~total & 0xFFFF
+    f[udp + 6:udp + 8] = struct.pack("!H", c or 0xFFFF)
+    return bytes(f)
 
 
 def cmd_send(args):

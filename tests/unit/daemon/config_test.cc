@@ -125,10 +125,15 @@ TEST(ConfigExamples, TwoSiteMatchesTheTestbedContract) {
   EXPECT_EQ(a.peers[0].endpoint.to_string(), b.wan.links[0].bind.to_string());
   EXPECT_EQ(b.peers[0].endpoint.to_string(), a.wan.links[0].bind.to_string());
   EXPECT_EQ(a.peers[0].links, std::vector<std::string>{"wan0"});  // default: every link
-  ASSERT_EQ(a.routes.size(), 1u);
-  ASSERT_EQ(b.routes.size(), 1u);
+  ASSERT_EQ(a.routes.size(), 2u);
+  ASSERT_EQ(b.routes.size(), 2u);
   EXPECT_EQ(a.routes[0].prefix.to_string(), "198.18.2.0/24");
   EXPECT_EQ(b.routes[0].prefix.to_string(), "198.18.1.0/24");
+  // IPv6 (2001:2::/48): the gateways' second address and the peer's prefix.
+  EXPECT_EQ(Prefix({a.local.address6, a.local.prefix_len6}).to_string(), "2001:2:0:1::1/64");
+  EXPECT_EQ(Prefix({b.local.address6, b.local.prefix_len6}).to_string(), "2001:2:0:2::1/64");
+  EXPECT_EQ(a.routes[1].prefix.to_string(), "2001:2:0:2::/64");
+  EXPECT_EQ(b.routes[1].prefix.to_string(), "2001:2:0:1::/64");
   EXPECT_EQ(a.routes[0].mode, RouteMode::kPassthrough);
   EXPECT_EQ(a.control.socket, "/run/rowan/a/control.sock");
   EXPECT_EQ(b.control.socket, "/run/rowan/b/control.sock");
