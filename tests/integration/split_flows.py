@@ -177,7 +177,7 @@ def cmd_requester(args):
     def on_ack(p):
         if BTH not in p or p[BTH].opcode != ACK or p[BTH].dqpn != args.qp or AETH not in p:
             return
-        now = time.time()
+        now = float(p.time)  # the capture time: no Python scheduling delay
         b, a = p[BTH], p[AETH]
         i = psn_diff(b.psn, PSN_START)
         with lock:

@@ -15,6 +15,7 @@ Requester::Requester(const RequesterConfig& cfg)
       slots_(std::max<uint32_t>(cfg.slots, 1)),
       entries_(slots_),
       storage_(static_cast<size_t>(slots_) * cfg.slot_bytes),
+      rto_base_(cfg.rto),
       rto_cur_(cfg.rto) {}
 
 void Requester::start(uint32_t next_psn) noexcept {
@@ -24,7 +25,8 @@ void Requester::start(uint32_t next_psn) noexcept {
   bytes_ = 0;
   start_psn_ = next_psn_ = next_psn & roce::kPsnMask;
   retries_ = 0;
-  rto_cur_ = cfg_.rto;
+  rto_base_ = rto_cur_ = cfg_.rto;
+  srtt_ = rttvar_ = Duration::zero();
   timer_ = TimePoint::infinite();
   rnr_until_ = TimePoint::zero();
 }
@@ -42,6 +44,7 @@ PushResult Requester::push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_
   e.len = static_cast<uint32_t>(pkt.size());
   e.opcode = opcode;
   e.sent = false;
+  e.retransmitted = false;
   std::memcpy(storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, pkt.data(),
               pkt.size());
   ++count_;
@@ -57,8 +60,10 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
   Entry& e = entries_[slot];
   if (e.sent) {
     ++stats_.retransmitted;
+    e.retransmitted = true;
   }
   e.sent = true;
+  e.sent_at = now;
   ++stats_.transmitted;
   ++send_;
   if (timer_.is_infinite()) timer_ = now + rto_cur_;
@@ -68,6 +73,8 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
 
 bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexcept {
   bool progress = false;
+  bool sampled = false;
+  Duration sample;
   while (count_ > 0) {
     const Entry& e = at(0);
     const int32_t d = psn_diff(last_psn(e), psn);
@@ -75,6 +82,10 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
     // Never free what was not sent: an ACK cannot cover it (a stale or bogus
     // PSN from before a wrap).
     if (!e.sent) break;
+    if (!e.retransmitted) {  // Karn: only packets sent once give a sample
+      sample = now - e.sent_at;
+      sampled = true;
+    }
     bytes_ -= e.len;
     head_ = (head_ + 1) % slots_;
     --count_;
@@ -82,9 +93,20 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
     ++stats_.acked;
     progress = true;
   }
+  if (sampled) {
+    if (srtt_.ns() == 0) {
+      srtt_ = sample;
+      rttvar_ = sample / 2;
+    } else {
+      const Duration err = srtt_ > sample ? srtt_ - sample : sample - srtt_;
+      rttvar_ = (rttvar_ * 3 + err) / 4;
+      srtt_ = (srtt_ * 7 + sample) / 8;
+    }
+    rto_base_ = std::clamp(srtt_ + rttvar_ * 4, cfg_.rto, cfg_.max_rto);
+  }
   if (progress) {
     retries_ = 0;
-    rto_cur_ = cfg_.rto;
+    rto_cur_ = rto_base_;
     timer_ = send_ > 0 ? now + rto_cur_ : TimePoint::infinite();
   }
   return progress;

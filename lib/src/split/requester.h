@@ -7,8 +7,9 @@
 // (with its original PSN) until the remote host acknowledges it, transmits
 // in PSN order, and retransmits go-back-N from the NAKed PSN on a
 // NAK-sequence-error, from the oldest unacknowledged packet when its own
-// timer runs out (exponential back-off, at most `max_retries` times without
-// progress), and after the RNR NAK's timer (IBA table 45) on an RNR NAK. A
+// timer runs out (RFC 6298 estimator over the local round trips of packets
+// sent once, at least `rto`; exponential back-off, at most `max_retries`
+// times without progress), and after the RNR NAK's timer (IBA table 45) on an RNR NAK. A
 // fatal NAK (invalid request, remote access or operational error) or
 // exhausted retries is reported to the caller, which fails the flow toward
 // the original requester.
@@ -32,10 +33,10 @@
 namespace rowan::split {
 
 struct RequesterConfig {
-  uint32_t slots = 1024;       ///< packets held (the window toward the remote host)
-  uint32_t slot_bytes = 4200;  ///< largest packet stored (IP packet, local MTU)
-  uint32_t pmtu = 1024;        ///< path MTU toward the remote host (READ spans)
-  Duration rto = Duration::from_ms(4);
+  uint32_t slots = 1024;                ///< packets held (the window toward the remote host)
+  uint32_t slot_bytes = 4200;           ///< largest packet stored (IP packet, local MTU)
+  uint32_t pmtu = 1024;                 ///< path MTU toward the remote host (READ spans)
+  Duration rto = Duration::from_ms(4);  ///< the smallest retransmission timeout
   Duration max_rto = Duration::from_ms(500);
   uint32_t max_retries = 7;  ///< timeouts / repeated NAKs without progress
 };
@@ -102,6 +103,8 @@ class Requester {
   uint32_t next_psn() const { return next_psn_; }
   bool failed() const { return failed_; }
   uint8_t fatal_syndrome() const { return fatal_syndrome_; }
+  Duration srtt() const { return srtt_; }
+  Duration rto() const { return rto_cur_; }
   const RequesterStats& stats() const { return stats_; }
 
  private:
@@ -111,6 +114,8 @@ class Requester {
     uint32_t len = 0;
     uint8_t opcode = 0;
     bool sent = false;  ///< transmitted at least once
+    bool retransmitted = false;
+    TimePoint sent_at;  ///< last transmission
   };
   Entry& at(uint32_t i) { return entries_[(head_ + i) % slots_]; }
   const Entry& at(uint32_t i) const { return entries_[(head_ + i) % slots_]; }
@@ -133,7 +138,10 @@ class Requester {
   bool failed_ = false;
   uint8_t fatal_syndrome_ = 0;
   uint32_t retries_ = 0;
-  Duration rto_cur_;
+  Duration rto_base_;  ///< from the RTT estimate
+  Duration rto_cur_;   ///< with back-off
+  Duration srtt_;
+  Duration rttvar_;
   TimePoint timer_ =
       TimePoint::infinite();  ///< retransmission deadline (armed when sent data waits)
   TimePoint rnr_until_;

@@ -163,6 +163,26 @@ TEST_F(RequesterTest, ReadResponsesAcknowledgeWhatCameBefore) {
   EXPECT_EQ(req_->in_window(), 0U);
 }
 
+TEST_F(RequesterTest, TimeoutFollowsTheMeasuredRoundTrip) {
+  make(0);
+  push(0);
+  drain();
+  clock_.advance(Duration::from_ms(10));
+  req_->on_aeth(0, syndrome::kAckUnlimited, clock_.now());
+  EXPECT_EQ(req_->srtt(), Duration::from_ms(10));
+  EXPECT_EQ(req_->rto(), Duration::from_ms(30));  // srtt + 4 * rttvar (5 ms)
+  push(1);
+  drain();
+  EXPECT_EQ(req_->next_timeout(), clock_.now() + Duration::from_ms(30));
+  // A retransmitted packet gives no sample (Karn).
+  clock_.advance(Duration::from_ms(30));
+  req_->poll(clock_.now());
+  drain();
+  clock_.advance(Duration::from_ms(1));
+  req_->on_aeth(1, syndrome::kAckUnlimited, clock_.now());
+  EXPECT_EQ(req_->srtt(), Duration::from_ms(10));
+}
+
 TEST_F(RequesterTest, PsnWrapsAt2To24) {
   make(0xFFFFFD);
   for (uint32_t i = 0; i < 6; ++i) push(0xFFFFFD + i);
