@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -204,12 +205,14 @@ class MetricsTest : public ::testing::Test {
     return shell(script_ + " exec " + site + " -- " + cmd);
   }
   /// A few seconds of TCP from site A to site B: RTT samples, cwnd, goodput.
-  void traffic(int seconds) {
+  /// Returns the bytes iperf3's receiver got (0 on failure).
+  double traffic(int seconds) {
     exec('b', "sh -c 'iperf3 -s -1 -D --logfile /dev/null'");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const ShellResult r =
-        exec('a', "iperf3 -c 198.18.2.10 -t " + std::to_string(seconds) + " -J >/dev/null");
+    const ShellResult r = exec('a', "iperf3 -c 198.18.2.10 -t " + std::to_string(seconds) + " -J");
     EXPECT_EQ(r.status, 0) << "iperf3 from site A to site B failed";
+    if (r.status != 0) return 0;
+    return json::parse(r.out)["end"]["sum_received"]["bytes"].get<double>();
   }
   std::string scrape(char site) {
     const ShellResult r = shell(std::string("ip netns exec rowan-") + site +
@@ -229,7 +232,16 @@ class MetricsTest : public ::testing::Test {
 };
 
 TEST_F(MetricsTest, ScrapePassesPromtoolAndMatchesTraffic) {
-  traffic(4);
+  // Scrape site A while iperf3 runs: the bottleneck estimate follows the
+  // delivery rate of the last ~10 round trips, so it is checked mid-transfer.
+  std::string during;
+  std::thread mid([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    during = scrape('a');
+  });
+  const double received = traffic(6);
+  mid.join();
+  ASSERT_GT(received, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // one publish interval
   for (char site : {'a', 'b'}) {
     SCOPED_TRACE(std::string("gateway ") + site);
@@ -257,16 +269,22 @@ TEST_F(MetricsTest, ScrapePassesPromtoolAndMatchesTraffic) {
     EXPECT_EQ(sample(text, "rowan_config_last_reload_successful"), 1);
     EXPECT_GT(sample(text, "rowan_packet_loop_iterations_total"), 0);
   }
-  // Site A sent ~4 s of TCP at up to 200 Mbit/s: its goodput toward B is
-  // megabytes, B's bottleneck estimate toward A (ACKs only) far smaller.
+  // Everything iperf3 received went through site A's gateway as IP packets
+  // (headers on top) and as acknowledged stream bytes (record framing on
+  // top); the other traffic of the test (ARP, the iperf3 control
+  // connection) is small.
   const std::string a = scrape('a');
-  EXPECT_GT(sample(a, "rowan_peer_goodput_bytes_total", {"peer=\"site-b\""}), 5e6);
-  EXPECT_GT(sample(a, "rowan_peer_carried_bytes_total", {"peer=\"site-b\""}), 5e6);
-  // The bottleneck estimate (bytes/s) lies between a tenth of the link's
-  // 200 Mbit/s and twice it (delivery-rate samples are noisy).
-  const double btlbw = sample(a, "rowan_peer_bottleneck_bandwidth_bytes_per_second");
-  EXPECT_GT(btlbw, 20e6 / 8);
-  EXPECT_LT(btlbw, 400e6 / 8);
+  const double carried = sample(a, "rowan_peer_carried_bytes_total", {"peer=\"site-b\""});
+  const double goodput = sample(a, "rowan_peer_goodput_bytes_total", {"peer=\"site-b\""});
+  EXPECT_GE(carried, received);
+  EXPECT_LT(carried, 1.2 * received + 1e6);
+  EXPECT_GE(goodput, received);
+  EXPECT_LT(goodput, 1.2 * received + 1e6);
+  // Mid-transfer, the bottleneck estimate (bytes/s) is at least half the
+  // average rate iperf3 achieved and below twice the 200 Mbit/s link.
+  const double btlbw = sample(during, "rowan_peer_bottleneck_bandwidth_bytes_per_second");
+  EXPECT_GT(btlbw, 0.5 * received / 6);
+  EXPECT_LT(btlbw, 2 * 200e6 / 8);
   EXPECT_GT(sample(a, "rowan_peer_bdp_bytes", {"peer=\"site-b\""}), 0);
   EXPECT_GT(sample(a, "rowan_route_active_flows", {"prefix=\"198.18.2.0/24\""}), 0);
 }
@@ -289,7 +307,10 @@ TEST_F(MetricsTest, TelemetrySocketAnswersRowanCommands) {
   EXPECT_TRUE(status.contains("drops_no_route")) << status.dump();
   EXPECT_GT(status.value("local_rx_packets", uint64_t{0}), 0U);
   const json routes = telemetry(sock, "/rowan/routes")["/rowan/routes"];
-  EXPECT_EQ(routes, json::array({"198.18.2.0/24 site-b passthrough"}));
+  ASSERT_TRUE(routes.is_array()) << routes.dump();
+  EXPECT_NE(std::find(routes.begin(), routes.end(), "198.18.2.0/24 site-b passthrough"),
+            routes.end())
+      << routes.dump();
   EXPECT_EQ(telemetry(sock, "/rowan/link,wan0")["/rowan/link"].value("peer", ""), "site-b");
   // An unknown peer is an error (null), not an empty answer.
   EXPECT_TRUE(telemetry(sock, "/rowan/peer,nobody")["/rowan/peer"].is_null());
