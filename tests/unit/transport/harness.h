@@ -15,7 +15,8 @@
 
 namespace rowan::test {
 
-inline transport::TransportConfig test_config(Bytes cwnd = Bytes{64} * 1472, uint64_t rate_bps = 0) {
+inline transport::TransportConfig test_config(Bytes cwnd = Bytes{64} * 1472,
+                                              uint64_t rate_bps = 0) {
   transport::TransportConfig c;
   c.connection_id = 0x1234;
   c.link_rate = BitsPerSec::from_mbps(100);
