@@ -139,9 +139,10 @@ void serve_stream(rowan_channel* ch, FirstTest* first) {
   rowan_channel_peer(ch, peer, sizeof peer);
   std::fprintf(stderr,
                "rowan-perf: stream %u from %s: %" PRIu64 " bytes, %" PRIu64 " messages, %" PRIu64
-               " errors%s\n",
+               " errors%s%s%s\n",
                s.stream, peer, s.bytes, s.messages, s.errors,
-               s.ended ? "" : (rc < 0 ? " (channel failed before END)" : ""));
+               s.ended ? "" : (rc < 0 ? " (channel failed before END: " : ""),
+               s.ended || rc >= 0 ? "" : rowan_strerror(rc), s.ended || rc >= 0 ? "" : ")");
   rowan_channel_close(ch);
   if (s.started) {
     std::lock_guard lock(first->mu);
@@ -355,6 +356,11 @@ int run_client(const std::string& host, int port, double duration, int streams, 
                    {"server_errors", c.server_errors},
                    {"retransmitted_packets", c.stats.retransmitted_packets},
                    {"packets_sent", c.stats.packets_sent},
+                   {"lost_packets", c.stats.lost_packets},
+                   {"packets_received", c.stats.packets_received},
+                   {"cwnd_bytes", c.stats.cwnd_bytes},
+                   {"bytes_in_flight", c.stats.bytes_in_flight},
+                   {"pacing_rate_bps", c.stats.pacing_rate_bps},
                    {"min_rtt_s", c.stats.min_rtt_s},
                    {"srtt_s", c.stats.srtt_s},
                    {"cc", c.stats.cc}});

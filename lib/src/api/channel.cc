@@ -49,7 +49,8 @@ void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]) {
   put_u64(out + 8, h.nonce);
   put_u64(out + 16, h.connection_id);
   put_u64(out + 24, h.rate_bps);
-  std::memcpy(out + 32, h.cc, sizeof h.cc - 1);
+  put_u64(out + 32, h.rtt_ns);
+  std::memcpy(out + 40, h.cc, sizeof h.cc - 1);
 }
 
 bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
@@ -61,7 +62,8 @@ bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
   h->nonce = get_u64(data + 8);
   h->connection_id = get_u64(data + 16);
   h->rate_bps = get_u64(data + 24);
-  std::memcpy(h->cc, data + 32, sizeof h->cc);
+  h->rtt_ns = get_u64(data + 32);
+  std::memcpy(h->cc, data + 40, sizeof h->cc);
   h->cc[sizeof h->cc - 1] = '\0';
   return true;
 }
@@ -436,8 +438,13 @@ int rowan_listener::accept(int timeout_ms, rowan_channel** out) {
     }
     api::ChannelParams p = params_;
     if (p.cc.empty()) p.cc = h.cc;
+    // The client's BDP basis, so both ends agree on windows and buffers.
+    if (h.rate_bps > 0) p.rate_bps = static_cast<double>(h.rate_bps);
+    if (h.rtt_ns > 0) p.rtt_s = static_cast<double>(h.rtt_ns) * 1e-9;
     api::Handshake reply;
     reply.nonce = h.nonce;
+    reply.rate_bps = static_cast<uint64_t>(p.rate_bps);
+    reply.rtt_ns = static_cast<uint64_t>(p.rtt_s * 1e9);
     std::memcpy(reply.cc, h.cc, sizeof reply.cc);
     rowan_channel* ch = nullptr;
     try {
@@ -495,6 +502,7 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
   hello.type = HandshakeType::kHello;
   hello.nonce = random_u64();
   hello.rate_bps = static_cast<uint64_t>(params.rate_bps);
+  hello.rtt_ns = rtt_given ? static_cast<uint64_t>(params.rtt_s * 1e9) : 0;
   std::strncpy(hello.cc, params.cc.c_str(), sizeof hello.cc - 1);
 
   const MonotonicClock clock;
@@ -502,7 +510,6 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
   Duration interval = Duration::from_ms(200);
   Handshake reply;
   bool answered = false;
-  Duration rtt = Duration::zero();
   while (!answered) {
     const TimePoint sent_at = clock.now();
     if (sent_at >= deadline) break;
@@ -527,7 +534,6 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
           reply.nonce != hello.nonce || reply.type == HandshakeType::kHello)
         continue;
       answered = true;
-      rtt = clock.now() - sent_at;
     }
   }
   ::close(fd);
@@ -540,8 +546,10 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
     *error = server + " rejected the channel (congestion controller '" + params.cc + "'?)";
     return ROWAN_ERR_PROTOCOL;
   }
+  // The server's choice of rate and RTT (its default RTT unless we gave one).
   ChannelParams p = params;
-  if (!rtt_given) p.rtt_s = std::max(rtt.seconds(), 1e-3);
+  if (reply.rate_bps > 0) p.rate_bps = static_cast<double>(reply.rate_bps);
+  if (reply.rtt_ns > 0) p.rtt_s = static_cast<double>(reply.rtt_ns) * 1e-9;
   try {
     *out = new rowan_channel(p, wildcard(family, port), with_port(srv, reply.data_port),
                              reply.connection_id);

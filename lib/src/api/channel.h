@@ -4,8 +4,11 @@
 // congestion controllers, no second implementation).
 //
 // Handshake (its own datagrams, before the transport starts):
-//   client, from an ephemeral UDP port P:  HELLO{nonce, cc, rate} -> server listen port
-//   server opens a new socket on port D;   ACCEPT{nonce, connection id, D} -> P
+//   client, from an ephemeral UDP port P:  HELLO{nonce, cc, rate, rtt} -> server listen port
+//   server opens a new socket on port D;   ACCEPT{nonce, connection id, D, rate, rtt} -> P
+//   Both ends size their transport (windows, buffers) from the same rate and
+//   RTT — the ones in ACCEPT — because a connection assumes its peer's
+//   initial flow-control window equals its own.
 //   both then run the transport between P and D with that connection id.
 //   A lost ACCEPT is recovered by the client repeating HELLO (the server
 //   answers a repeated nonce from the same address with the same ACCEPT).
@@ -23,9 +26,9 @@
 #include <string>
 #include <utility>
 
+#include "../../include/rowan/rowan.h"
 #include "base/clock.h"
 #include "io/udp_uring.h"
-#include "../../include/rowan/rowan.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
 
@@ -42,9 +45,10 @@ struct Handshake {
   HandshakeType type = HandshakeType::kHello;
   uint64_t nonce = 0;
   uint64_t connection_id = 0;
-  uint64_t rate_bps = 0;
+  uint64_t rate_bps = 0;   ///< the transport's BDP basis: rate ...
+  uint64_t rtt_ns = 0;     ///< ... and RTT (HELLO: 0 = the server's default)
   uint16_t data_port = 0;  ///< ACCEPT: the server's port for the transport
-  char cc[32] = {};
+  char cc[24] = {};
 };
 
 void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]);
