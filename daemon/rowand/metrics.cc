@@ -64,6 +64,10 @@ void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
   a.rtos += b.rtos;
   a.spurious_losses += b.spurious_losses;
   a.ecn_marks += b.ecn_marks;
+  a.handshakes += b.handshakes;
+  a.rekeys += b.rekeys;
+  a.peer_restarts += b.peer_restarts;
+  a.transport_resets += b.transport_resets;
   add_hist(a.rtt, b.rtt);
   add_hist(a.queue_delay, b.queue_delay);
   for (size_t i = 0; i < a.drops.size(); ++i) a.drops[i] += b.drops[i];
@@ -324,8 +328,9 @@ class Collector final : public prometheus::Collectable {
     const Labels l{{"peer", p.peer}, {"link", p.link}};
     auto d = [](uint64_t v) { return static_cast<double>(v); };
     f.gauge("rowan_peer_up",
-            "1 while datagrams from the peer gateway arrive (one within the last 5 s).", l,
-            p.up ? 1 : 0);
+            "1 while the peer is reachable: its link-security session is up, or (insecure links) "
+            "a datagram arrived within the last 5 s.",
+            l, p.up ? 1 : 0);
     f.gauge("rowan_peer_last_receive_timestamp_seconds",
             "Unix time of the last datagram from the peer (0: none yet).", l,
             p.last_receive_unix_s);
@@ -398,6 +403,17 @@ class Collector final : public prometheus::Collectable {
     f.counter("rowan_peer_ecn_marks_total",
               "ECN CE marks the gateway applied to packets of this peer's flows.", l,
               d(p.ecn_marks));
+    f.counter("rowan_peer_handshakes_total",
+              "Link-security sessions confirmed with the peer (0 on an insecure link).", l,
+              d(p.handshakes));
+    f.counter("rowan_peer_rekeys_total", "Handshakes started while a session existed.", l,
+              d(p.rekeys));
+    f.counter("rowan_peer_restarts_total",
+              "Authenticated handshakes from a new incarnation of the peer (it restarted).", l,
+              d(p.peer_restarts));
+    f.counter("rowan_peer_transport_resets_total",
+              "Transports dropped and recreated because the peer restarted.", l,
+              d(p.transport_resets));
     for (size_t i = 0; i < p.drops.size(); ++i) {
       f.counter("rowan_peer_transport_drops_total",
                 "Datagrams from the peer the transport dropped, by reason.",

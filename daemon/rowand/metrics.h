@@ -54,6 +54,8 @@ struct PeerMetrics {
   uint64_t retransmitted_packets = 0, retransmitted_bytes = 0;
   uint64_t lost_packets = 0, loss_events = 0, ptos = 0, rtos = 0, spurious_losses = 0;
   uint64_t ecn_marks = 0;  ///< CE marks the gateway applied to this peer's flows
+  // Link security (docs/link-security.md); all zero on an insecure link.
+  uint64_t handshakes = 0, rekeys = 0, peer_restarts = 0, transport_resets = 0;
   LatencyHistogram rtt, queue_delay;
   static constexpr size_t kDropReasons = 9;
   static const char* const kDropNames[kDropReasons];  ///< transport drop reasons

@@ -263,6 +263,10 @@ TEST_F(MetricsTest, ScrapePassesPromtoolAndMatchesTraffic) {
     EXPECT_LT(min_rtt, 0.060);
     EXPECT_GT(sample(text, "rowan_peer_cwnd_bytes", {peer}), 0);
     EXPECT_GT(sample(text, "rowan_peer_last_receive_timestamp_seconds", {peer}), 1.7e9);
+    // The testbed's links are encrypted (scripts/lib/gateways.sh): a session
+    // was confirmed, and when.
+    EXPECT_GE(sample(text, "rowan_peer_handshakes_total", {peer}), 1);
+    EXPECT_GT(sample(text, "rowan_peer_last_handshake_timestamp_seconds", {peer}), 1.7e9);
     EXPECT_GT(sample(text, "rowan_port_receive_packets_total", {"role=\"local\""}), 0);
     EXPECT_GE(sample(text, "rowan_drops_total", {"reason=\"no_route\""}), 0);
     EXPECT_EQ(sample(text, "rowan_route_mode", {"mode=\"passthrough\""}), 1);
