@@ -2,7 +2,7 @@
 """Crafted RC flows for the split-mode integration test (scapy plays both RNICs).
 
   split_flows.py responder --iface IF --me IP --peer IP --gw-mac MAC --qp N --out JSON
-                           [--expect N] [--timeout S]
+                           [--expect N] [--timeout S] [--first-psn P] [--ready FILE]
       Plays the RC responder on one site: accepts requests to QP N in PSN order,
       answers each in-sequence request that asks for it (AckReq) with an ACK
       carrying its MSN (messages completed), an out-of-sequence PSN with one
@@ -67,7 +67,7 @@ def psn_diff(a, b):
 def cmd_responder(args):
     conf.verb = 0
     sock = conf.L2socket(iface=args.iface)
-    st = {"expected": None, "msn": 0, "received": 0, "accepted": 0, "duplicates": 0,
+    st = {"expected": args.first_psn, "msn": 0, "received": 0, "accepted": 0, "duplicates": 0,
           "out_of_sequence": 0, "acks": 0, "naks": 0, "bad_payload": 0, "order_errors": 0,
           "nak_episode": False, "index": []}
     done = threading.Event()
@@ -80,8 +80,6 @@ def cmd_responder(args):
                                                         WRITE_LAST, 0x0A):
             return
         st["received"] += 1
-        if st["expected"] is None:
-            st["expected"] = bth.psn
         d = psn_diff(bth.psn, st["expected"])
         requester_qp = args.peer_qp
         if d > 0:
@@ -123,8 +121,13 @@ def cmd_responder(args):
         if args.expect and st["accepted"] >= args.expect:
             done.set()
 
+    def ready():
+        if args.ready:
+            with open(args.ready, "w") as f:
+                f.write("ready\n")
+
     sniff(iface=args.iface, filter="udp port 4791", prn=handle, timeout=args.timeout,
-          stop_filter=lambda _: done.is_set())
+          started_callback=ready, stop_filter=lambda _: done.is_set())
     st["indices_in_order"] = st["index"] == list(range(len(st["index"])))
     st["payloads"] = len(st.pop("index"))
     st.pop("nak_episode")
@@ -279,6 +282,8 @@ def main():
     r = sub.choices["responder"]
     r.add_argument("--out", required=True)
     r.add_argument("--expect", type=int, default=0)
+    r.add_argument("--first-psn", type=int, default=PSN_START)
+    r.add_argument("--ready", help="file written once the sniffer runs")
     q = sub.choices["requester"]
     q.add_argument("--messages", type=int, default=50)
     q.add_argument("--packets-per-message", type=int, default=4)

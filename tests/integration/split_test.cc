@@ -84,22 +84,26 @@ class SplitTest : public ::testing::Test {
   std::pair<json, json> run_flow(int messages, int per_message) {
     const int expect = 1 + messages * per_message;
     const std::string out = "/run/rowan/two-site/split-responder.json";
-    shell("rm -f " + out);
+    const std::string ready = "/run/rowan/two-site/split-responder.ready";
+    shell("rm -f " + out + " " + ready);
     exec('b', "sh -c '" + py_ + " responder --iface eth0 --me 198.18.2.10 --peer 198.18.1.10" +
                   " --gw-mac " + gw_mac('b') + " --qp " + std::to_string(kResponderQp) +
                   " --peer-qp " + std::to_string(kRequesterQp) + " --expect " +
-                  std::to_string(expect) + " --timeout 90 --out " + out + " >/dev/null 2>&1 &'");
-    std::this_thread::sleep_for(std::chrono::seconds(3));  // scapy starts its sniffer
+                  std::to_string(expect) + " --timeout 60 --out " + out + " --ready " + ready +
+                  " >/dev/null 2>&1 &'");
+    for (int i = 0; i < 300 && shell("test -e " + ready).status != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // scapy starts its sniffer
+    }
     const ShellResult r =
         exec('a', py_ + " requester --iface eth0 --me 198.18.1.10 --peer 198.18.2.10 --gw-mac " +
                       gw_mac('a') + " --qp " + std::to_string(kRequesterQp) + " --peer-qp " +
                       std::to_string(kResponderQp) + " --messages " + std::to_string(messages) +
                       " --packets-per-message " + std::to_string(per_message) +
-                      " --window 32 --timeout 60");
+                      " --window 32 --timeout 40");
     EXPECT_EQ(r.status, 0) << "requester: " << r.out.substr(0, 600);
     json req = r.out.empty() ? json() : json::parse(r.out, nullptr, false);
     json rsp;
-    for (int i = 0; i < 300; ++i) {
+    for (int i = 0; i < 600; ++i) {
       const ShellResult f = shell("cat " + out + " 2>/dev/null");
       if (f.status == 0 && !f.out.empty()) {
         rsp = json::parse(f.out, nullptr, false);
