@@ -433,5 +433,142 @@ TEST_F(MetricsTest, PrometheusScrapesBothGatewaysAndEveryPanelReturnsData) {
   iperf.join();
 }
 
+// rowand under a fake systemd: NOTIFY_SOCKET and WATCHDOG_USEC as systemd
+// sets them for Type=notify with WatchdogSec= (deploy/systemd/rowand.service).
+// Runs in a namespace of its own (not the testbed): a veth for the local port
+// and one carrying the WAN address.
+class NotifyTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kNs = "rowan-tel-notify";
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    if (!have_tool("curl")) GTEST_SKIP() << "curl is not installed";
+    rowand_ = binary_dir() + "/daemon/rowand/rowand";
+    if (access(rowand_.c_str(), X_OK) != 0) GTEST_SKIP() << rowand_ << " is not built";
+    char tmpl[] = "/tmp/rowan-notify-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    shell(std::string("ip netns del ") + kNs + " 2>/dev/null");
+    const std::string n = std::string("ip -n ") + kNs + " ";
+    ASSERT_EQ(shell(std::string("ip netns add ") + kNs + " && " + n +
+                    "link add lan0 type veth peer name lan1 && " + n +
+                    "link add wan0 type veth peer name wan1 && " + n +
+                    "addr add 198.18.201.1/24 dev wan0 && " + n + "link set lo up && " + n +
+                    "link set lan0 up && " + n + "link set lan1 up && " + n +
+                    "link set wan0 up && " + n + "link set wan1 up")
+                  .status,
+              0);
+    netns_ = true;
+    std::ofstream(dir_ + "/rowand.toml")
+        << "[eal]\nfile_prefix = \"rowand-tel-notify\"\nno_huge = true\n"
+        << "[local]\ndevice = \"net_af_packet0,iface=lan0\"\naddress = \"198.18.200.1\"\n"
+        << "insecure = true\n"
+        << "[[wan.link]]\nname = \"wan0\"\nbind = \"198.18.201.1:47910\"\n"
+        << "[[peer]]\nname = \"far\"\nendpoint = \"198.18.201.2:47910\"\n"
+        << "[[route]]\nprefix = \"198.18.202.0/24\"\npeer = \"far\"\n"
+        << "[control]\nsocket = \"" << dir_ << "/control.sock\"\ngroup = \"\"\n"
+        << "[metrics]\nlisten = \"127.0.0.1:9464\"\n";
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s/notify.sock", dir_.c_str());
+    ASSERT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  }
+  void TearDown() override {
+    if (!pid_.empty())
+      shell("kill " + pid_ + " 2>/dev/null; sleep 0.5; kill -9 " + pid_ + " 2>/dev/null");
+    if (fd_ >= 0) close(fd_);
+    if (netns_) shell(std::string("ip netns del ") + kNs);
+    if (!dir_.empty()) shell("rm -rf " + dir_);
+  }
+  /// Starts rowand in the namespace with the notify environment.
+  void start(const std::string& config) {
+    const ShellResult r =
+        shell("NOTIFY_SOCKET=" + dir_ + "/notify.sock WATCHDOG_USEC=400000 ip netns exec " + kNs +
+              " " + rowand_ + " -c " + config + " >" + dir_ + "/rowand.log 2>&1 & echo $!");
+    pid_ = r.out.substr(0, r.out.find('\n'));
+  }
+  /// Notify messages until `until` appears in one or `timeout` passes.
+  std::vector<std::string> messages(const std::string& until, std::chrono::milliseconds timeout) {
+    std::vector<std::string> out;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) continue;
+      out.emplace_back(buf, static_cast<size_t>(n));
+      if (out.back().find(until) != std::string::npos) break;
+    }
+    return out;
+  }
+  bool metrics_answer() {
+    return shell(std::string("ip netns exec ") + kNs +
+                 " curl -sf --max-time 2 http://127.0.0.1:9464/metrics >/dev/null")
+               .status == 0;
+  }
+
+  std::string rowand_, dir_, pid_;
+  int fd_ = -1;
+  bool netns_ = false;
+};
+
+TEST_F(NotifyTest, ReadyAfterExposerStatusReloadWatchdogStopping) {
+  start(dir_ + "/rowand.toml");
+  const auto boot = messages("READY=1", std::chrono::seconds(20));
+  ASSERT_FALSE(boot.empty()) << shell("cat " + dir_ + "/rowand.log").out;
+  ASSERT_NE(boot.back().find("READY=1"), std::string::npos)
+      << shell("cat " + dir_ + "/rowand.log").out;
+  // STATUS= lines came before READY=1, and by then the exposer and the
+  // control socket answer.
+  EXPECT_GE(boot.size(), 2U);
+  EXPECT_NE(boot.front().find("STATUS="), std::string::npos);
+  EXPECT_NE(boot.back().find("STATUS=forwarding"), std::string::npos);
+  EXPECT_TRUE(metrics_answer());
+  EXPECT_EQ(access((dir_ + "/control.sock").c_str(), F_OK), 0);
+  // WATCHDOG=1 every half period (200 ms) while the packet loop runs.
+  const auto pets = messages("never", std::chrono::milliseconds(1500));
+  int watchdog = 0;
+  for (const auto& m : pets) watchdog += m == "WATCHDOG=1" ? 1 : 0;
+  EXPECT_GE(watchdog, 4);
+  // SIGHUP: RELOADING=1, then READY=1.
+  shell("kill -HUP " + pid_);
+  const auto reload = messages("READY=1", std::chrono::seconds(5));
+  bool reloading = false;
+  for (const auto& m : reload) reloading = reloading || m.find("RELOADING=1") != std::string::npos;
+  EXPECT_TRUE(reloading);
+  ASSERT_FALSE(reload.empty());
+  EXPECT_NE(reload.back().find("READY=1"), std::string::npos);
+  EXPECT_NE(reload.back().find("configuration reloaded"), std::string::npos);
+  // SIGTERM: STOPPING=1.
+  shell("kill " + pid_);
+  const auto stop = messages("STOPPING=1", std::chrono::seconds(5));
+  ASSERT_FALSE(stop.empty());
+  EXPECT_EQ(stop.back(), "STOPPING=1");
+  pid_.clear();
+}
+
+TEST_F(NotifyTest, BadConfigExits78AndTakenMetricsPortExits69) {
+  std::ofstream(dir_ + "/bad.toml") << "[local]\nbogus = 1\n";
+  EXPECT_EQ(shell(rowand_ + " -c " + dir_ + "/bad.toml 2>/dev/null").status, 78);
+  // Something else already listens on the metrics port: rowand fails the
+  // start (69) instead of running without metrics, and never says READY=1.
+  const ShellResult squat =
+      shell(std::string("ip netns exec ") + kNs +
+            " /usr/bin/python3 -c 'import socket,time; s=socket.socket(); "
+            "s.bind((\"127.0.0.1\",9464)); s.listen(); time.sleep(30)' >/dev/null 2>&1 & echo $!");
+  const std::string squatter = squat.out.substr(0, squat.out.find('\n'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const ShellResult r =
+      shell("NOTIFY_SOCKET=" + dir_ + "/notify.sock ip netns exec " + kNs + " " + rowand_ + " -c " +
+            dir_ + "/rowand.toml >" + dir_ + "/rowand.log 2>&1");
+  shell("kill " + squatter);
+  EXPECT_EQ(r.status, 69) << shell("cat " + dir_ + "/rowand.log").out;
+  for (const auto& m : messages("READY=1", std::chrono::milliseconds(200))) {
+    EXPECT_EQ(m.find("READY=1"), std::string::npos) << m;
+  }
+}
+
 }  // namespace
 }  // namespace rowan::test
