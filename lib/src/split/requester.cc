@@ -7,7 +7,6 @@ namespace rowan::split {
 
 using roce::psn_add;
 using roce::psn_diff;
-using roce::psn_le;
 using roce::psn_lt;
 
 Requester::Requester(const RequesterConfig& cfg)
