@@ -417,15 +417,15 @@ void Gateway::local_rx(TimePoint now) noexcept {
       const bool to_us = std::memcmp(eth, mac_.data(), 6) == 0;
       const bool group = (eth[0] & 1) != 0;
       const uint16_t type = load_be16(eth + 12);
+      // IPv6 multicast (33:33:…) carries neighbour solicitations for us.
+      const bool v6_multicast =
+          type == kEthIpv6 && eth[0] == 0x33 && eth[1] == 0x33 && cfg_.local.address6.version == 6;
       if (type == kEthArp) {
         handle_arp(m, eth, len, now);
-      } else if (type == kEthIpv6 && eth[0] == 0x33 && eth[1] == 0x33 &&
-                 cfg_.local.address6.version == 6) {
-        handle_ip(m, eth + kEthLen, len - kEthLen, now);  // IPv6 multicast: ND
+      } else if (v6_multicast || (to_us && (type == kEthIpv4 || type == kEthIpv6))) {
+        handle_ip(m, eth + kEthLen, len - kEthLen, now);
       } else if (!to_us) {
         drop(group ? Drop::kUnsupportedL2 : Drop::kNotForUs, m);
-      } else if (type == kEthIpv4 || type == kEthIpv6) {
-        handle_ip(m, eth + kEthLen, len - kEthLen, now);
       } else {
         drop(Drop::kUnsupportedL2, m);
       }
