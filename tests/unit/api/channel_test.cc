@@ -133,8 +133,8 @@ TEST(Channel, EchoesMessagesWholeAndInOrder) {
     ASSERT_EQ(rc, ROWAN_OK) << rowan_strerror(rc) << " " << rowan_last_error() << " sent "
                             << fs.packets_sent << " received " << fs.packets_received
                             << " completions " << c.completions << " echoes " << c.next_expected
-                            << " server " << server_rc.load() << " in flight "
-                            << fs.bytes_in_flight << " cwnd " << fs.cwnd_bytes;
+                            << " server " << server_rc.load() << " in flight " << fs.bytes_in_flight
+                            << " cwnd " << fs.cwnd_bytes;
   }
   EXPECT_EQ(c.completions, kMessages);
   EXPECT_EQ(c.send_order_errors, 0u);
