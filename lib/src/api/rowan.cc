@@ -71,6 +71,20 @@ struct rowan_telemetry {
 
 namespace {
 
+// Field by field (the structs have padding, memcmp would compare it too).
+bool same_path(const rowan_path_info& a, const rowan_path_info& b) {
+  return std::strcmp(a.peer, b.peer) == 0 && std::strcmp(a.endpoint, b.endpoint) == 0 &&
+         std::strcmp(a.cc, b.cc) == 0 && a.state == b.state && a.mode == b.mode &&
+         a.min_rtt_s == b.min_rtt_s && a.srtt_s == b.srtt_s && a.rttvar_s == b.rttvar_s &&
+         a.btlbw_bps == b.btlbw_bps && a.link_rate_bps == b.link_rate_bps &&
+         a.link_rtt_s == b.link_rtt_s && a.pacing_rate_bps == b.pacing_rate_bps &&
+         a.bdp_bytes == b.bdp_bytes && a.cwnd_bytes == b.cwnd_bytes &&
+         a.bytes_in_flight == b.bytes_in_flight && a.loss_rate == b.loss_rate &&
+         a.retransmit_rate == b.retransmit_rate && a.packets_sent == b.packets_sent &&
+         a.lost_packets == b.lost_packets && a.retransmitted_packets == b.retransmitted_packets &&
+         a.delivered_bytes == b.delivered_bytes;
+}
+
 int refresh_locked_out(rowan_telemetry* t, int timeout_ms, bool* changed) {
   using Json = nlohmann::ordered_json;
   Json peers;
@@ -94,9 +108,13 @@ int refresh_locked_out(rowan_telemetry* t, int timeout_ms, bool* changed) {
   bool diff = !t->have_snapshot || next.peers.size() != t->snap.peers.size() ||
               next.routes.size() != t->snap.routes.size();
   for (size_t i = 0; !diff && i < next.peers.size(); ++i)
-    diff = std::memcmp(&next.peers[i], &t->snap.peers[i], sizeof next.peers[i]) != 0;
-  for (size_t i = 0; !diff && i < next.routes.size(); ++i)
-    diff = std::memcmp(&next.routes[i], &t->snap.routes[i], sizeof next.routes[i]) != 0;
+    diff = !same_path(next.peers[i], t->snap.peers[i]);
+  for (size_t i = 0; !diff && i < next.routes.size(); ++i) {
+    const rowan_route_info& a = next.routes[i];
+    const rowan_route_info& b = t->snap.routes[i];
+    diff = std::strcmp(a.prefix, b.prefix) != 0 || std::strcmp(a.peer, b.peer) != 0 ||
+           a.mode != b.mode;
+  }
   t->snap = std::move(next);
   t->have_snapshot = true;
   *changed = diff;
