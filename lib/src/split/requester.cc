@@ -54,7 +54,7 @@ PushResult Requester::push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_
 }
 
 bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noexcept {
-  if (failed_ || send_ >= count_ || now < rnr_until_) return false;
+  if (failed_ || send_ >= count_ || send_ >= cfg_.max_inflight || now < rnr_until_) return false;
   const uint32_t slot = (head_ + send_) % slots_;
   Entry& e = entries_[slot];
   if (e.sent) {

@@ -38,7 +38,9 @@ struct RequesterConfig {
   uint32_t pmtu = 1024;                 ///< path MTU toward the remote host (READ spans)
   Duration rto = Duration::from_ms(4);  ///< the smallest retransmission timeout
   Duration max_rto = Duration::from_ms(500);
-  uint32_t max_retries = 7;  ///< timeouts / repeated NAKs without progress
+  uint32_t max_retries = 7;
+  uint32_t max_inflight = 64;  ///< packets sent and not yet acknowledged (go-back-N bursts too)
+                               ///< ///< timeouts / repeated NAKs without progress
 };
 
 enum class PushResult : uint8_t {

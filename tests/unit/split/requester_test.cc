@@ -163,6 +163,18 @@ TEST_F(RequesterTest, ReadResponsesAcknowledgeWhatCameBefore) {
   EXPECT_EQ(req_->in_window(), 0U);
 }
 
+TEST_F(RequesterTest, InflightIsCapped) {
+  cfg_.max_inflight = 3;
+  make(0);
+  for (uint32_t p = 0; p < 6; ++p) push(p);
+  EXPECT_EQ(drain(), (V{0, 1, 2}));
+  req_->on_aeth(1, syndrome::kAckUnlimited, clock_.now());
+  EXPECT_EQ(drain(), (V{3, 4}));
+  clock_.advance(cfg_.rto);
+  req_->poll(clock_.now());
+  EXPECT_EQ(drain(), (V{2, 3, 4}));  // go-back-N, still at most 3 in flight
+}
+
 TEST_F(RequesterTest, TimeoutFollowsTheMeasuredRoundTrip) {
   make(0);
   push(0);
