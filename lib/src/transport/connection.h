@@ -325,7 +325,7 @@ class Connection {
   uint64_t next_round_delivered_ = 0;
   uint64_t round_count_ = 0;
   uint64_t peer_ce_count_ = 0;
-  uint64_t btlbw_round_ = 0;  ///< round of the sample stats_.btlbw holds
+  uint64_t btlbw_round_ = 0;    ///< round of the sample stats_.btlbw holds
   TimePoint loss_event_start_;  ///< when the current loss event (recovery episode) began
 
   // Receiver state (our ACKs).
