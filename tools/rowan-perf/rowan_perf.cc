@@ -398,7 +398,7 @@ int main(int argc, char** argv) {
   std::string host, cc;
   int port = 5201, streams = 1;
   double duration = 10, rate = 0, rtt = 0;
-  size_t msg_len = 128 * 1024;
+  size_t msg_len = size_t{128} * 1024;
   app.add_flag("-s,--server", server, "run as server");
   app.add_option("-c,--client", host, "run as client to HOST");
   app.add_option("-p,--port", port, "server port")->check(CLI::Range(1, 65535));
