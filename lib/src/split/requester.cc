@@ -105,7 +105,8 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
   }
   if (progress) {
     retries_ = 0;
-    rto_cur_ = rto_base_;
+    // RFC 6298 5.7: a backed-off timeout stays until a fresh sample.
+    if (sampled) rto_cur_ = rto_base_;
     timer_ = send_ > 0 ? now + rto_cur_ : TimePoint::infinite();
   }
   return progress;

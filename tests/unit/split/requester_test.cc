@@ -105,7 +105,7 @@ TEST_F(RequesterTest, TimerRetransmitsFromOldestWithBackoffThenGivesUp) {
   EXPECT_EQ(req_->stats().timeouts, 3U);
 }
 
-TEST_F(RequesterTest, ProgressResetsTimerAndRetries) {
+TEST_F(RequesterTest, ProgressRestartsTimerBackoffStaysUntilAFreshSample) {
   make(0);
   push(0);
   push(1);
@@ -114,8 +114,14 @@ TEST_F(RequesterTest, ProgressResetsTimerAndRetries) {
   req_->poll(clock_.now());
   drain();
   clock_.advance(Duration::from_ms(1));
+  // Progress, but only retransmitted packets: the backed-off timeout stays.
   req_->on_aeth(0, syndrome::kAckUnlimited, clock_.now());
-  EXPECT_EQ(req_->next_timeout(), clock_.now() + cfg_.rto);
+  EXPECT_EQ(req_->next_timeout(), clock_.now() + cfg_.rto * 2);
+  push(2);
+  drain();
+  clock_.advance(Duration::from_ms(2));
+  req_->on_aeth(2, syndrome::kAckUnlimited, clock_.now());  // 2 was sent once: a sample
+  EXPECT_EQ(req_->rto(), Duration::from_ms(6));             // 2 ms + 4 * 1 ms
 }
 
 TEST_F(RequesterTest, RnrNakWaitsItsTimer) {
