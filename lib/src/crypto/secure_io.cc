@@ -383,6 +383,7 @@ void SecureIo::on_initiation(const uint8_t* data, TimePoint now) noexcept {
   keys.wipe();
   last_peer_timestamp_ = ts;
   learn_incarnation(inc);
+  sstats_.last_rx = now;  // an authentic initiation: the peer is alive
   ++sstats_.responses_sent;
   send_raw(msg, kResponseSize, now);
 }
@@ -433,6 +434,7 @@ void SecureIo::on_response(const uint8_t* data, TimePoint now) noexcept {
   current_ = slot;
   pending_ = false;
   learn_incarnation(inc);
+  sstats_.last_rx = now;  // an authentic response
   ++sstats_.handshakes_completed;
   sstats_.last_handshake = now;
   send_keepalive(now);  // confirms the session to the responder
