@@ -75,6 +75,14 @@ class PassthroughTest : public ::testing::Test {
     EXPECT_EQ(r.status, 0) << "iperf3 " << args << ": " << r.out.substr(0, 400);
     return r.status == 0 ? json::parse(r.out) : json();
   }
+  // dumpcap writes the file header once it captures; on a loaded machine
+  // that can take longer than a fixed sleep.
+  void wait_for_capture(const std::string& pcap) {
+    for (int i = 0; i < 100 && access(pcap.c_str(), F_OK) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   std::string gw_mac() {
     exec('a', "ping -c 1 -W 2 198.18.1.1");  // 198.18.1.1 is rowand itself: fills the ARP cache
     return exec('a', "sh -c \"ip neigh show 198.18.1.1 | awk '{print \\$5}'\"").out.substr(0, 17);
@@ -126,7 +134,7 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   const int count = 200;
   exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
                 " -a duration:40 -w " + pcap + " >/dev/null 2>&1 &'");
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  wait_for_capture(pcap);
   const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
   const ShellResult sent =
       exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
@@ -140,7 +148,7 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   }
   const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
                                    " --count " + std::to_string(count));
-  EXPECT_EQ(verify.status, 0) << verify.out;
+  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
   const ShellResult decode = shell(ctl_ + " decode " + pcap + " | tail -n 1");
   EXPECT_NE(decode.out.find(std::to_string(qps * count) + " RoCEv2, 0 with a bad ICRC"),
             std::string::npos)
@@ -169,7 +177,7 @@ TEST_F(PassthroughTest, Ipv6NeighborDiscoveryAndRoceFlowsOverIpv6) {
   const int count = 150;
   exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
                 " -a duration:40 -w " + pcap + " >/dev/null 2>&1 &'");
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  wait_for_capture(pcap);
   const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
   const ShellResult sent =
       exec('a', py + " send --iface eth0 --src 2001:2:0:1::10 --dst 2001:2:0:2::10 --gw-mac " +
@@ -182,7 +190,7 @@ TEST_F(PassthroughTest, Ipv6NeighborDiscoveryAndRoceFlowsOverIpv6) {
   }
   const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
                                    " --count " + std::to_string(count) + " 2>/dev/null");
-  EXPECT_EQ(verify.status, 0) << verify.out;
+  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
   const ShellResult decode = shell(ctl_ + " decode " + pcap + " | tail -n 1");
   EXPECT_NE(decode.out.find(std::to_string(qps * count) + " RoCEv2, 0 with a bad ICRC"),
             std::string::npos)
