@@ -8,6 +8,8 @@
 #   3. CPack builds the rowan .deb; its dependencies are satisfied on this
 #      host (dpkg --dry-run -i); it unpacks (dpkg -x) into a temp root whose
 #      rowand runs `--check-config` (0 on the example, 78 on a bad file);
+#      where no rowan package is installed yet (CI), it is really installed
+#      with dpkg -i, the installed rowand checks the example, and it is purged;
 #   4. `systemd-analyze verify` prints nothing for the packaged units (their
 #      /usr paths pointed into the temp root), and
 #      `systemd-analyze security --offline=true` scores rowand.service.
@@ -108,6 +110,23 @@ rc=0
 "$root/usr/sbin/rowand" --check-config -c "$tmp/bad.toml" >/dev/null 2>&1 || rc=$?
 [[ $rc -eq 78 ]] || fail "rowand --check-config on a bad file exited $rc, not 78"
 "$root/usr/bin/rowanctl" --help >/dev/null || fail "the packaged rowanctl does not run"
+
+# A real install, when no rowan package is installed already (CI machines):
+# dpkg -i, the installed rowand checks the installed example, then purge.
+if ! dpkg-query -W -f='${Status}' rowan 2>/dev/null | grep -q 'install ok installed'; then
+  step "dpkg -i / --check-config from the installed package / dpkg --purge"
+  if dpkg -i "$deb" >"$tmp/install.log" 2>&1; then
+    /usr/sbin/rowand --check-config -c /usr/share/doc/rowan/examples/rowand.toml ||
+      fail "the installed rowand rejects the installed example config"
+    getent passwd rowan >/dev/null || fail "the package did not create the rowan user"
+    dpkg --purge rowan >>"$tmp/install.log" 2>&1 || fail "dpkg --purge rowan"
+    [[ ! -e /usr/sbin/rowand ]] || fail "dpkg --purge left /usr/sbin/rowand behind"
+  else
+    cat "$tmp/install.log" >&2
+    fail "dpkg -i: the package does not install"
+    dpkg --purge rowan >/dev/null 2>&1 || true
+  fi
+fi
 
 step "systemd-analyze verify / security"
 mkdir -p "$tmp/units"
