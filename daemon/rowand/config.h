@@ -51,9 +51,9 @@ struct EalConfig {
 };
 
 struct LocalConfig {
-  std::string device;       ///< PCI address or vdev spec (net_af_packet0,iface=...)
-  roce::IpAddr address;     ///< the gateway's own IP on the site side
-  uint8_t prefix_len = 24;  ///< the site subnet (hosts resolved by ARP/ND)
+  std::string device;        ///< PCI address or vdev spec (net_af_packet0,iface=...)
+  roce::IpAddr address;      ///< the gateway's own IP on the site side
+  uint8_t prefix_len = 24;   ///< the site subnet (hosts resolved by ARP/ND)
   roce::IpAddr address6;     ///< optional second, IPv6 address (version 0: none)
   uint8_t prefix_len6 = 64;  ///< its subnet (hosts resolved by neighbour discovery)
   std::optional<std::array<uint8_t, 6>> mac;  ///< default: the port's MAC
