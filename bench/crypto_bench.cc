@@ -47,7 +47,7 @@ void aead_loop(uint32_t size) {
 double path_loop(io::PacketIo& a, io::PacketIo& b, uint32_t size, uint64_t total, TimePoint& now) {
   std::vector<uint8_t> payload(size, 0x5a);
   std::vector<io::TxDatagram> tx(32, io::TxDatagram{payload.data(), size, io::Ecn::kEct0});
-  std::vector<uint8_t> mem(32 * 2048);
+  std::vector<uint8_t> mem(size_t{32} * 2048);
   std::vector<io::RxDatagram> rx(32);
   uint64_t got = 0;
   auto t0 = std::chrono::steady_clock::now();
@@ -82,7 +82,7 @@ int main() {
     oa.peer_public = crypto::public_key(ob.private_key);
     ob.peer_public = crypto::public_key(oa.private_key);
     crypto::SecureIo a(link.a(), oa, now), b(link.b(), ob, now);
-    std::vector<uint8_t> mem(32 * 2048);
+    std::vector<uint8_t> mem(size_t{32} * 2048);
     std::vector<io::RxDatagram> rx(32);
     for (int i = 0; i < 10 && !(a.has_session(now) && b.has_session(now)); ++i) {
       for (auto* s : {&a, &b}) {

@@ -101,7 +101,7 @@ class FaultsTest : public ::testing::Test {
     sender.join();
     for (int i = 0; i < 50; ++i) {
       const ShellResult r = exec('b', "cat /tmp/rowan-faults-rx.json");
-      const json j = json::parse(r.out, nullptr, false);
+      json j = json::parse(r.out, nullptr, false);
       if (!j.is_discarded() && j.contains("ok")) return j;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }

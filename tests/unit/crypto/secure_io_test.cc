@@ -41,7 +41,7 @@ struct Pair {
     link.set_impairment(1, imp);
     a = std::make_unique<SecureIo>(link.a(), oa, clock.now());
     b = std::make_unique<SecureIo>(link.b(), ob, clock.now());
-    mem.resize(64 * kMtu);
+    mem.resize(size_t{64} * kMtu);
     rx.resize(64);
   }
 
@@ -225,7 +225,7 @@ TEST(SecureIo, ReorderedWithinWindowIsAccepted) {
 TEST(SecureIo, RekeyWithoutLoss) {
   Keys k;
   SecureIoOptions oa = options(k.a, k.b), ob = options(k.b, k.a);
-  oa.rekey_after_bytes = 200 * 1000;  // ~200 datagrams per key on a's side
+  oa.rekey_after_bytes = Bytes{200} * 1000;  // ~200 datagrams per key on a's side
   ob.rekey_after_time = Duration::from_s(3);
   oa.rekey_after_time = Duration::from_s(3);
   oa.handshake_retry = ob.handshake_retry = Duration::from_ms(100);
