@@ -19,6 +19,8 @@ constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
 constexpr uint32_t kDefaultPmtu = 1024;
 constexpr uint32_t kEgressSlots = 1024;
 constexpr uint16_t kDefaultSport = 0xC000;
+constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
+constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
 
 size_t addr_len(const roce::IpAddr& a) { return a.version == 6 ? 16 : 4; }
 
@@ -60,6 +62,35 @@ bool is_full_size(uint8_t opcode) {
     default:
       return false;
   }
+}
+
+/// A UD SEND to QP 1 (a CM MAD), judged from the fixed offsets of a bare IP
+/// packet without IPv4 options, before any full parse (every WAN record
+/// passes here).
+bool looks_like_cm(const uint8_t* ip, uint32_t len) {
+  uint32_t udp = 0;
+  if (len >= 20 && ip[0] == 0x45 && ip[9] == 17) {
+    udp = 20;
+  } else if (len >= 40 && (ip[0] >> 4) == 6 && ip[6] == 17) {
+    udp = 40;
+  } else {
+    return false;
+  }
+  const uint32_t bth = udp + 8;
+  if (len < bth + 12) return false;
+  if (((ip[udp + 2] << 8) | ip[udp + 3]) != roce::kRoceV2Port) return false;
+  return ip[bth] == roce::op::kUdSendOnly && ip[bth + 5] == 0 && ip[bth + 6] == 0 &&
+         ip[bth + 7] == split::kCmQp;
+}
+
+FlowKey roce_key(const roce::IpAddr& src, const roce::IpAddr& dst, uint32_t qp) {
+  FlowKey k;
+  k.src = clean(src);
+  k.dst = clean(dst);
+  k.qp = qp;
+  k.proto = 17;
+  k.kind = FlowKind::kRoce;
+  return k;
 }
 
 }  // namespace
@@ -146,6 +177,10 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
   if (used_ == 0 && !split_route) return false;
   roce::RocePacket p;
   if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
+  if (p.bth.opcode == roce::op::kUdSendOnly && p.bth.dest_qp == split::kCmQp) {
+    on_cm(p, true, split_route, now);
+    return false;  // CM MADs always pass through
+  }
   if (is_request(p)) {
     SplitFlow* sf = find(key_of(p), false);
     if (sf == nullptr) {
@@ -181,6 +216,7 @@ void SplitEngine::start_split(SplitFlow& sf, Flow& flow, TimePoint now) noexcept
   c[0] = kCtrlMagic;
   c[1] = kCtrlStart;
   c[2] = sf.fwd.src.version;
+  c[3] = sf.cm && sf.pairing.quiescent() ? kCtrlConfirmed : 0;
   std::memcpy(c + 4, sf.fwd.src.bytes.data(), 16);
   std::memcpy(c + 20, sf.fwd.dst.bytes.data(), 16);
   store_be32(c + 36, sf.fwd.qp);
@@ -265,6 +301,11 @@ bool SplitEngine::on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, ui
   if (len >= 1 && ip[0] == kCtrlMagic) {
     on_control(peer, stream, ip, len, now);
     return true;
+  }
+  if (looks_like_cm(ip, len)) {
+    roce::RocePacket cm;
+    if (roce::parse_ip({ip, len}, cm) == roce::ParseError::kOk) on_cm(cm, false, false, now);
+    return false;
   }
   if (used_ == 0) return false;
   roce::RocePacket p;
@@ -390,6 +431,7 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   sf->requester = std::make_unique<split::Requester>(rc);
   sf->requester->start(start);
   sf->rev_qp = rev_qp;
+  sf->base_relayed = (c[3] & kCtrlConfirmed) != 0;  // no passthrough ACK to relay
   sf->peer = peer;
   sf->stream = stream;
   index(static_cast<uint32_t>(sf - flows_.data()));
@@ -516,21 +558,101 @@ TimePoint SplitEngine::next_timeout() const noexcept {
   return t;
 }
 
+void SplitEngine::release(SplitFlow& sf) noexcept {
+  if (sf.role == Role::kFree) return;
+  if (sf.role == Role::kTracking) --tracking_;
+  if (sf.stalled) --stalled_;
+  sf.requester.reset();
+  sf = SplitFlow{};
+  --used_;
+  ++stats_.flows_released;
+}
+
+uint32_t SplitEngine::release_key(const FlowKey& k) noexcept {
+  uint32_t n = 0;
+  if (SplitFlow* sf = find(k, false)) {
+    release(*sf);
+    ++n;
+  }
+  if (SplitFlow* sf = find(k, true)) {  // the other direction: its requester QP is k.qp
+    release(*sf);
+    ++n;
+  }
+  if (n > 0) rebuild_index();
+  return n;
+}
+
+void SplitEngine::on_cm(const roce::RocePacket& p, bool from_local, bool split_route,
+                        TimePoint now) noexcept {
+  split::CmMessage m;
+  if (!split::parse_cm(p, m)) return;
+  split::CmConnection c;
+  const uint8_t user = from_local && split_route ? kCmLocalSplit : 0;
+  switch (cm_.on_message(p, m, user, now, &c)) {
+    case split::CmEvent::kPaired:
+      // The REP: from a local host, the passive side is local; from the WAN,
+      // the active side is (and its REQ said whether its route is split).
+      if (from_local ? split_route : (c.user & kCmLocalSplit) != 0) cm_pair(c, !from_local, now);
+      break;
+    case split::CmEvent::kReleased:
+      if (c.established) {
+        stats_.cm_released += release_key(roce_key(c.active, c.passive, c.passive_qpn));
+        stats_.cm_released += release_key(roce_key(c.passive, c.active, c.active_qpn));
+      }
+      break;
+    case split::CmEvent::kNone:
+    case split::CmEvent::kRequest:
+      break;
+  }
+  // A DREQ names the receiver's QP: enough even when the set-up was not seen
+  // (or was forgotten).
+  if (m.attr == split::cm_attr::kDreq && used_ > 0) {
+    stats_.cm_released += release_key(roce_key(p.src, p.dst, m.remote_qpn));
+  }
+}
+
+void SplitEngine::cm_pair(const split::CmConnection& c, bool active_local, TimePoint now) noexcept {
+  const roce::IpAddr& local = active_local ? c.active : c.passive;
+  const roce::IpAddr& remote = active_local ? c.passive : c.active;
+  const FlowKey fwd = roce_key(local, remote, active_local ? c.passive_qpn : c.active_qpn);
+  if (SplitFlow* old = find(fwd, false)) {  // the same QPs connected again
+    release(*old);
+    rebuild_index();
+  }
+  SplitFlow* sf = add(fwd, Role::kTracking, now);
+  if (sf == nullptr) return;
+  ++tracking_;
+  ++stats_.flows_tracked;
+  sf->cm = true;
+  sf->rev_qp = active_local ? c.active_qpn : c.passive_qpn;
+  sf->pairing.preset(active_local ? c.active_psn : c.passive_psn, 0);
+  if (c.pmtu != 0) {
+    sf->pmtu = c.pmtu;
+    sf->responder.set_pmtu(c.pmtu);
+  }
+  index(static_cast<uint32_t>(sf - flows_.data()));
+  ++stats_.cm_paired;
+}
+
 void SplitEngine::expire(TimePoint cutoff) noexcept {
+  cm_.expire(cutoff);
   if (used_ == 0) return;
   bool any = false;
   for (SplitFlow& sf : flows_) {
-    if (sf.role == Role::kFree || sf.last_active >= cutoff) continue;
-    // An egress still holding packets it owns keeps retransmitting them.
-    if (sf.role == Role::kEgress && sf.requester->in_window() > 0 && !sf.requester->failed()) {
-      continue;
+    if (sf.role == Role::kFree) continue;
+    // A QP error: the failure went back to the requester (ingress) or was
+    // reported to the peer gateway (egress); the QPs are in the error state.
+    const bool failed = (sf.role == Role::kIngress && sf.responder.failed() &&
+                         sf.responder.stats().failed_requests > 0) ||
+                        (sf.role == Role::kEgress && sf.requester->failed());
+    if (failed) {
+      ++stats_.failed_released;
+    } else {
+      if (sf.last_active >= cutoff) continue;
+      // An egress still holding packets it owns keeps retransmitting them.
+      if (sf.role == Role::kEgress && sf.requester->in_window() > 0) continue;
     }
-    if (sf.role == Role::kTracking) --tracking_;
-    if (sf.stalled) --stalled_;
-    sf.requester.reset();
-    sf = SplitFlow{};
-    --used_;
-    ++stats_.flows_released;
+    release(sf);
     any = true;
   }
   if (any) rebuild_index();
@@ -551,7 +673,8 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
         {"responder", b},
         {"responder_qp", sf.fwd.qp},
         {"requester_qp", sf.rev_qp},
-        {"pmtu", sf.pmtu}};
+        {"pmtu", sf.pmtu},
+        {"paired_by", sf.cm ? "cm" : "ack"}};
     if (sf.role == Role::kIngress) {
       const split::ResponderStats& s = sf.responder.stats();
       f["expected_psn"] = sf.responder.expected_psn();
@@ -598,6 +721,10 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"fatal", s.fatal},
            {"stalls", s.stalls},
            {"bad_control", s.bad_control},
+           {"cm_paired", s.cm_paired},
+           {"cm_released", s.cm_released},
+           {"failed_released", s.failed_released},
+           {"cm_connections", cm_.size()},
            {"flows", flows}};
 }
 

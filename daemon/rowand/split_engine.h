@@ -18,9 +18,18 @@
 // or exhausted retries reaches the ingress, which fails the flow toward the
 // requester. READ/atomic requests and their responses travel end to end.
 //
+// RDMA CM (split/cm.h): the CM MADs on QP1 pass through in both directions;
+// when a REP completes a REQ on a split route, the direction whose
+// requester is a local host is paired at once (both QPNs and its starting
+// PSN known, MSN 0, nothing in flight), so the split starts with its first
+// request. DREQ, DREP and REJ release both directions of the connection; a
+// failed flow is released once its failure was reported (QP error).
+//
 // Control record (a record whose first byte is 0xF0, which no IP packet
-// has): F0 | type(1) | ip version(1) | 0 | src(16) | dst(16) | qp(4) |
-// requester qp(4) | start psn(4) | pmtu(4), integers big-endian.
+// has): F0 | type(1) | ip version(1) | flags(1) | src(16) | dst(16) | qp(4) |
+// requester qp(4) | start psn(4) | pmtu(4), integers big-endian. Flag bit 0:
+// nothing before the start PSN is unacknowledged (CM pairing), so the egress
+// consumes every responder ACK.
 //
 // Threading: the packet lcore only. No allocation per packet (a Requester's
 // buffer is allocated once, when its flow is paired).
@@ -35,6 +44,7 @@
 
 #include "base/units.h"
 #include "flow_table.h"
+#include "split/cm.h"
 #include "split/pairing.h"
 #include "split/requester.h"
 #include "split/responder.h"
@@ -76,6 +86,9 @@ struct SplitStats {
   uint64_t fatal = 0;   ///< fatal NAKs / exhausted retries reported
   uint64_t stalls = 0;  ///< a stream waited for the requester's window
   uint64_t bad_control = 0;
+  uint64_t cm_paired = 0;    ///< flows paired from RDMA CM REQ/REP
+  uint64_t cm_released = 0;  ///< flows released by DREQ/DREP/REJ
+  uint64_t failed_released = 0;
 };
 
 class SplitEngine {
@@ -125,6 +138,7 @@ class SplitEngine {
     PeerState* peer = nullptr;  ///< egress: where the records come from
     uint64_t stream = 0;
     bool stalled = false;
+    bool cm = false;  ///< paired from RDMA CM
     TimePoint last_active;
   };
 
@@ -151,6 +165,11 @@ class SplitEngine {
   void flush(SplitFlow& sf, TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;
   void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
+  void on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;
+  void cm_pair(const split::CmConnection& c, bool active_local, TimePoint now) noexcept;
+  /// Releases the flow(s) of the QP pair; returns how many.
+  uint32_t release_key(const FlowKey& k) noexcept;
+  void release(SplitFlow& sf) noexcept;
 
   SplitIo& io_;
   uint32_t local_mtu_;
@@ -162,6 +181,7 @@ class SplitEngine {
   uint32_t tracking_ = 0;
   uint32_t stalled_ = 0;
   std::array<uint8_t, 256> frame_{};  ///< one reply frame being built
+  split::CmTracker cm_;
   SplitStats stats_;
 };
 

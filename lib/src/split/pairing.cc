@@ -34,4 +34,13 @@ bool PairingTracker::on_ack(uint32_t psn, uint32_t msn) noexcept {
   return false;
 }
 
+void PairingTracker::preset(uint32_t next_psn, uint32_t msn) noexcept {
+  *this = PairingTracker{};
+  any_ = true;
+  matched_ = true;
+  next_psn_ = next_psn & roce::kPsnMask;
+  msn_offset_ = msn & roce::kPsnMask;
+  acked_through_ = psn_add(next_psn_, -1);
+}
+
 }  // namespace rowan::split

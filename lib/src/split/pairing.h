@@ -29,6 +29,9 @@ class PairingTracker {
   /// relayed to the requester. Returns whether its PSN matched a forwarded
   /// request (then matched() holds and next_msn() is valid).
   bool on_ack(uint32_t psn, uint32_t msn) noexcept;
+  /// Paired before any data (RDMA CM REQ/REP, cm.h): the requester sends
+  /// from `next_psn` and the remote host has completed `msn` messages.
+  void preset(uint32_t next_psn, uint32_t msn) noexcept;
 
   bool matched() const { return matched_; }
   bool seen_any() const { return any_; }

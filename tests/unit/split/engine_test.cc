@@ -119,6 +119,66 @@ class EngineTest : public ::testing::Test {
     }
     ib_.wan.clear();
   }
+  /// A CM MAD (UD SEND to QP 1) from `src` to `dst`: attribute `attr`, the
+  /// sender's comm ID `local`, the other's `remote`, and for REQ/REP the
+  /// sender's QPN and starting PSN; DREQ: `qpn` is the receiver's QPN.
+  Bytes cm(bool from_a, uint16_t attr, uint32_t local, uint32_t remote, uint32_t qpn = 0,
+           uint32_t psn = 0) {
+    Bytes mad(256, 0);
+    mad[0] = 1;
+    mad[1] = 0x07;
+    mad[2] = 2;
+    mad[3] = 3;
+    mad[16] = static_cast<uint8_t>(attr >> 8);
+    mad[17] = static_cast<uint8_t>(attr);
+    uint8_t* m = mad.data() + 24;
+    auto put = [](uint8_t* at, uint32_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) at[i] = static_cast<uint8_t>(v >> (8 * (bytes - 1 - i)));
+    };
+    put(m, local, 4);
+    if (attr == split::cm_attr::kReq) {
+      put(m + 32, qpn, 3);
+      put(m + 44, psn, 3);
+      m[50] = 0x37;  // path MTU 1024
+    } else {
+      put(m + 4, remote, 4);
+      if (attr == split::cm_attr::kRep) {
+        put(m + 12, qpn, 3);
+        put(m + 20, psn, 3);
+      } else if (attr == split::cm_attr::kDreq) {
+        put(m + 8, qpn, 3);
+      }
+    }
+    roce::FrameSpec s;
+    s.with_eth = false;
+    s.src = from_a ? a_ip_ : b_ip_;
+    s.dst = from_a ? b_ip_ : a_ip_;
+    s.bth.opcode = op::kUdSendOnly;
+    s.bth.dest_qp = 1;
+    s.deth.qkey = 0x80010000;
+    s.deth.src_qp = 1;
+    s.payload = mad;
+    Bytes buf(512);
+    buf.resize(roce::build(s, buf));
+    return buf;
+  }
+  /// Host A's MAD through gateway A (local) and gateway B (WAN, delivered).
+  void cm_a_to_b(const Bytes& b, bool split_route = true) {
+    EXPECT_FALSE(ga_.on_local(cm_flow_, split_route, b.data(), static_cast<uint32_t>(b.size()),
+                              clock_.now()));
+    EXPECT_FALSE(gb_.on_wan(nullptr, 3, b.data(), static_cast<uint32_t>(b.size()), clock_.now()));
+  }
+  void cm_b_to_a(const Bytes& b, bool split_route = true) {
+    EXPECT_FALSE(gb_.on_local(cm_flow_, split_route, b.data(), static_cast<uint32_t>(b.size()),
+                              clock_.now()));
+    EXPECT_FALSE(ga_.on_wan(nullptr, 3, b.data(), static_cast<uint32_t>(b.size()), clock_.now()));
+  }
+  /// Host A connects to host B with RDMA CM: A sends from kPsn, B from 0x500.
+  void cm_connect() {
+    cm_a_to_b(cm(true, split::cm_attr::kReq, 0xA1, 0, kReqQp, 0x500));
+    cm_b_to_a(cm(false, split::cm_attr::kRep, 0xB1, 0xA1, kRspQp, kPsn));
+    cm_a_to_b(cm(true, split::cm_attr::kRtu, 0xA1, 0xB1));
+  }
   void pair() {
     ASSERT_FALSE(a_sends(request(op::kRcSendOnly, kPsn, true)));  // tracked, passthrough
     ia_.wan.push_back(request(op::kRcSendOnly, kPsn, true));      // what passthrough carries
@@ -136,7 +196,7 @@ class EngineTest : public ::testing::Test {
   FakeIo ia_, ib_;
   SplitEngine ga_{ia_, 1500};
   SplitEngine gb_{ib_, 1500};
-  Flow fwd_, rev_;
+  Flow fwd_, rev_, cm_flow_;
 };
 
 TEST_F(EngineTest, PairsThenAcksLocallyAndReoriginates) {
@@ -239,6 +299,98 @@ TEST_F(EngineTest, NoRoomNaksAndSendsCnp) {
   EXPECT_EQ(parse(ia_.local[0]).aeth.syndrome, 0x1F);
   EXPECT_EQ(parse(ia_.local[1]).bth.opcode, op::kCnp);
   EXPECT_EQ(ga_.stats().cnps_sent, 2U);
+}
+
+TEST_F(EngineTest, CmPairsBeforeAnyDataAndDreqReleases) {
+  cm_connect();
+  EXPECT_EQ(ga_.stats().cm_paired, 1U);  // A's requester direction
+  EXPECT_EQ(gb_.stats().cm_paired, 1U);  // B's requester direction
+  // Host A's very first request is answered by gateway A (MSN 1).
+  ASSERT_TRUE(a_sends(request(op::kRcSendOnly, kPsn, true)));
+  ASSERT_EQ(ia_.local.size(), 1U);
+  const roce::RocePacket ack = parse(ia_.local[0]);
+  EXPECT_EQ(ack.bth.dest_qp, kReqQp);
+  EXPECT_EQ(ack.bth.psn, kPsn);
+  EXPECT_EQ(ack.aeth.msn, 1U);
+  ia_.local.clear();
+  ASSERT_EQ(ia_.wan.size(), 2U);
+  EXPECT_EQ(ia_.wan[0][0], 0xF0);
+  EXPECT_EQ(ia_.wan[0][3], 0x01);  // nothing in passthrough: consume every ACK
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 1U);
+  EXPECT_EQ(parse(ib_.local[0]).bth.psn, kPsn);
+  ib_.local.clear();
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn, 1)));  // consumed: the requester has its ACK
+  EXPECT_EQ(gb_.stats().acks_consumed, 1U);
+  // Three requests across the PSN wrap.
+  for (uint32_t i = 1; i <= 3; ++i) ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
+  ASSERT_EQ(ia_.local.size(), 3U);
+  EXPECT_EQ(parse(ia_.local[2]).bth.psn, 1U);
+  EXPECT_EQ(parse(ia_.local[2]).aeth.msn, 4U);
+  ia_.local.clear();
+  carry_a_to_b();
+  EXPECT_EQ(ib_.local.size(), 3U);
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 3, 4)));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 1U);
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 2U);  // egress A→B, tracked B→A
+  EXPECT_EQ(gb_.snapshot()["flows"][0]["paired_by"], "cm");
+  // Host B disconnects: both gateways release both directions.
+  cm_b_to_a(cm(false, split::cm_attr::kDreq, 0xB1, 0xA1, kReqQp));
+  cm_a_to_b(cm(true, split::cm_attr::kDrep, 0xA1, 0xB1));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 0U);
+  EXPECT_EQ(ga_.stats().cm_released, 1U);
+  EXPECT_EQ(gb_.stats().cm_released, 2U);
+  // What follows is passthrough again (a tracked flow, not answered locally).
+  EXPECT_FALSE(a_sends(request(op::kRcSendOnly, kPsn + 4, true)));
+}
+
+TEST_F(EngineTest, CmOnAPassthroughRouteDoesNotPair) {
+  cm_a_to_b(cm(true, split::cm_attr::kReq, 0xA1, 0, kReqQp, 0x500), false);
+  cm_b_to_a(cm(false, split::cm_attr::kRep, 0xB1, 0xA1, kRspQp, kPsn), false);
+  EXPECT_EQ(ga_.stats().cm_paired, 0U);
+  EXPECT_EQ(gb_.stats().cm_paired, 0U);
+}
+
+TEST_F(EngineTest, CmReconnectWithTheSameQpsStartsOver) {
+  cm_connect();
+  ASSERT_TRUE(a_sends(request(op::kRcSendOnly, kPsn, true)));
+  ia_.local.clear();
+  // The application resets its QP and connects again (no DREQ seen).
+  cm_a_to_b(cm(true, split::cm_attr::kReq, 0xA2, 0, kReqQp, 0x900));
+  cm_b_to_a(cm(false, split::cm_attr::kRep, 0xB2, 0xA2, kRspQp, 0x1000));
+  ASSERT_TRUE(a_sends(request(op::kRcSendOnly, 0x1000, true)));
+  ASSERT_EQ(ia_.local.size(), 1U);
+  EXPECT_EQ(parse(ia_.local[0]).bth.psn, 0x1000U);
+  EXPECT_EQ(parse(ia_.local[0]).aeth.msn, 1U);
+  EXPECT_EQ(ga_.stats().cm_paired, 2U);
+}
+
+TEST_F(EngineTest, QpErrorAndIdleFlowsAreReleased) {
+  pair();
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
+  carry_a_to_b();
+  EXPECT_FALSE(b_sends(aeth(0x62, kPsn + 1, 5)));  // remote access error
+  carry_b_to_a();
+  ia_.local.clear();
+  // Gateway B's requester failed: released at the next housekeeping.
+  gb_.expire(clock_.now() - Duration::from_s(10));
+  EXPECT_EQ(gb_.stats().failed_released, 1U);
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 0U);
+  // Gateway A keeps the failure until the requester has been told.
+  ga_.expire(clock_.now() - Duration::from_s(10));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 1U);
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 2, true)));
+  EXPECT_EQ(parse(ia_.local.back()).aeth.syndrome, 0x62);
+  ga_.expire(clock_.now() - Duration::from_s(10));
+  EXPECT_EQ(ga_.stats().failed_released, 1U);
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
+  // A tracked flow idle past the cutoff goes too.
+  EXPECT_FALSE(a_sends(request(op::kRcSendOnly, 0x42, true)));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 1U);
+  clock_.advance(Duration::from_s(1));
+  ga_.expire(clock_.now() - Duration::from_ms(500));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
 }
 
 }  // namespace
