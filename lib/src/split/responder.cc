@@ -19,6 +19,7 @@ void Responder::start(uint32_t expected_psn, uint32_t msn, bool base_confirmed) 
   unacked_ = 0;
   ack_due_ = TimePoint::infinite();
   in_nak_episode_ = false;
+  nak_deferred_ = false;
   nreads_ = 0;
   read_head_ = 0;
 }
@@ -46,8 +47,14 @@ void Responder::maybe_cnp(bool over_share, TimePoint now, Reply& r) noexcept {
 
 void Responder::nak_sequence(TimePoint now, Reply& r) noexcept {
   // A NAK acknowledges every PSN before it: never while passthrough packets
-  // are unconfirmed or a READ/atomic response is still on its way.
-  if (!base_confirmed_ || nreads_ != 0) return;
+  // are unconfirmed. Behind a READ/atomic whose response is still on its way
+  // it waits for that response, as the remote host's NAK would have (a
+  // responder answers in PSN order: the responses first, then the NAK).
+  if (!base_confirmed_) return;
+  if (nreads_ != 0) {
+    nak_deferred_ = true;
+    return;
+  }
   if (in_nak_episode_ && now - last_nak_ < cfg_.nak_retry) return;
   in_nak_episode_ = true;
   last_nak_ = now;
@@ -112,6 +119,7 @@ Verdict Responder::on_request(const Request& req, bool room, bool over_share, Ti
     return Verdict::kDrop;
   }
   in_nak_episode_ = false;
+  nak_deferred_ = false;  // the requester came back by itself
   if (kind == ReqKind::kData) {
     expected_ = psn_add(expected_, 1);
     if (ends_message(req.opcode)) msn_ = (msn_ + 1) & roce::kPsnMask;
@@ -157,6 +165,13 @@ void Responder::on_response(uint8_t opcode, uint32_t psn, TimePoint now, Reply& 
   if (!popped) return;
   // The responses carry the remote host's MSN through the READ; what we
   // accepted after it is ours to acknowledge now.
+  if (nreads_ == 0 && nak_deferred_) {
+    // An out-of-sequence packet came while the READ was outstanding: its
+    // NAK goes now, after the response (it also acknowledges what we took).
+    nak_deferred_ = false;
+    nak_sequence(now, reply);
+    if (reply.send) return;
+  }
   if (nreads_ == 0 && unacked_ == 0) {
     acked_psn_ = psn_add(expected_, -1);
     acked_msn_ = msn_;
@@ -178,6 +193,7 @@ void Responder::on_relayed_ack(uint32_t through) noexcept {
 
 void Responder::fail(uint8_t syndrome) noexcept {
   failed_ = true;
+  nak_deferred_ = false;
   fail_syndrome_ = syndrome;
   unacked_ = 0;
   ack_due_ = TimePoint::infinite();

@@ -10,7 +10,8 @@
 // gets the current ACK again. READ and atomic requests are forwarded: their
 // responses come from the remote host, and no ACK goes past them until their
 // response has passed the gateway (an ACK beyond an outstanding READ would
-// tell the requester the response was lost).
+// tell the requester the response was lost); an out-of-sequence PSN behind an
+// outstanding READ is NAKed once the READ's last response has passed.
 //
 // A flow paired mid-stream starts with a "base" PSN: packets before it were
 // carried in passthrough and are acknowledged by the remote host. Until a
@@ -147,6 +148,7 @@ class Responder {
   uint32_t unacked_ = 0;    ///< accepted packets since the last ACK
   TimePoint ack_due_ = TimePoint::infinite();
   bool in_nak_episode_ = false;
+  bool nak_deferred_ = false;  ///< an out-of-sequence packet waits for a READ's response
   TimePoint last_nak_;
   TimePoint last_cnp_;
   bool cnp_sent_ = false;

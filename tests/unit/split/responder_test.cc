@@ -161,16 +161,84 @@ TEST_F(ResponderTest, ReadHoldsAcksUntilItsResponsePasses) {
   EXPECT_EQ(reply_.psn, 200U);
   // A duplicate READ goes to the remote host again.
   EXPECT_EQ(send(req(op::kRcReadRequest, 201, true, 3000)), Verdict::kCarry);
-  // Out of sequence while the READ is outstanding: no NAK (it would ack the READ).
+  // Out of sequence while the READ is outstanding: no NAK yet (it would ack the
+  // READ before its response reached the requester).
   send(req(op::kRcWriteOnly, 206, true));
   EXPECT_FALSE(reply_.send);
   rsp_.on_response(op::kRcReadResponseFirst, 201, clock_.now(), reply_);
   EXPECT_FALSE(reply_.send);
+  // After the last response: the NAK for the gap, which acknowledges 204 too.
   rsp_.on_response(op::kRcReadResponseLast, 203, clock_.now(), reply_);
   ASSERT_TRUE(reply_.send);
-  EXPECT_EQ(reply_.psn, 204U);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 205U);
   EXPECT_EQ(reply_.msn, 3U);  // write, READ, write
   EXPECT_EQ(rsp_.outstanding_reads(), 0U);
+  // The requester goes back: 205 is accepted and acknowledged.
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 205, true)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 205U);
+  EXPECT_EQ(reply_.msn, 4U);
+}
+
+// An out-of-sequence PSN behind an outstanding READ (the READ and its
+// responses travel end to end): answered once the READ's last response has
+// passed, with the NAK the remote responder would have sent after it.
+TEST_F(ResponderTest, OutOfSequenceBehindReadIsNakedAfterTheResponse) {
+  rsp_.start(0xFFFFFE, 7, true);
+  // READ at 0xFFFFFE of 2048 bytes (pmtu 1024): responses 0xFFFFFE, 0xFFFFFF.
+  EXPECT_EQ(send(req(op::kRcReadRequest, 0xFFFFFE, true, 2048)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(rsp_.expected_psn(), 0U);
+  // PSN 0 was lost on the local path; 1 and 2 arrive.
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 1, true)), Verdict::kDrop);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 2, true)), Verdict::kDrop);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(rsp_.stats().out_of_sequence, 2U);
+  rsp_.on_response(op::kRcReadResponseFirst, 0xFFFFFE, clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);
+  rsp_.on_response(op::kRcReadResponseLast, 0xFFFFFF, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_EQ(reply_.msn, 8U);  // the READ completed
+  EXPECT_EQ(rsp_.stats().naks, 1U);
+  // One NAK per episode: another stray packet right after is dropped silently.
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 2, true)), Verdict::kDrop);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 0)), Verdict::kCarry);
+  EXPECT_EQ(rsp_.expected_psn(), 1U);
+}
+
+// Two READs outstanding: the NAK waits for the second one's response; a
+// requester that comes back in sequence by itself gets no NAK at all.
+TEST_F(ResponderTest, DeferredNakWaitsForEveryReadAndIsDroppedWhenTheGapCloses) {
+  rsp_.start(10, 0, true);
+  send(req(op::kRcReadRequest, 10, true, 64));
+  send(req(op::kRcFetchAdd, 11, true));
+  EXPECT_EQ(rsp_.outstanding_reads(), 2U);
+  EXPECT_EQ(send(req(op::kRcSendOnly, 13, true)), Verdict::kDrop);  // 12 missing
+  rsp_.on_response(op::kRcReadResponseOnly, 10, clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);  // the atomic is still outstanding
+  rsp_.on_response(op::kRcAtomicAck, 11, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 12U);
+  EXPECT_EQ(reply_.msn, 2U);
+  // Again, but the requester's own retransmission closes the gap first.
+  send(req(op::kRcSendOnly, 12, true));
+  EXPECT_EQ(reply_.syndrome, kAck);
+  send(req(op::kRcReadRequest, 13, true, 64));
+  EXPECT_EQ(send(req(op::kRcSendOnly, 15, true)), Verdict::kDrop);  // 14 missing
+  EXPECT_EQ(send(req(op::kRcSendOnly, 14)), Verdict::kCarry);       // it comes back
+  rsp_.on_response(op::kRcReadResponseOnly, 13, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 14U);
+  EXPECT_EQ(reply_.msn, 5U);
+  EXPECT_EQ(rsp_.stats().naks, 1U);
 }
 
 TEST_F(ResponderTest, AtomicIsForwardedAndReleasedByAtomicAck) {
