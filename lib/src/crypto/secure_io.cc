@@ -151,6 +151,11 @@ void SecureIo::poll(TimePoint now) noexcept {
     slots_[static_cast<size_t>(previous_)].valid = false;
     previous_ = kNone;
   }
+  if (!opts_.keepalive.is_zero() && has_session(now) && now - last_sent_ >= opts_.keepalive) {
+    send_keepalive(now);
+    ++sstats_.tx_keepalives;
+    last_tx_ = now;  // silence in return now means the peer or the path is gone
+  }
   if (now - pending_sent_ < opts_.handshake_retry) return;  // one handshake per retry interval
   bool want = false;
   if (!has_session(now)) {
@@ -200,6 +205,7 @@ void SecureIo::send_keepalive(TimePoint now) noexcept {
   uint8_t msg[kOverhead];
   if (seal_into(slots_[static_cast<size_t>(current_)], nullptr, 0, msg)) {
     send_raw(msg, kOverhead, now);
+    last_sent_ = now;
   }
 }
 
@@ -235,6 +241,7 @@ size_t SecureIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now)
     }
     sstats_.tx_data += sent;
     last_tx_ = now;
+    last_sent_ = now;
     for (size_t j = 0; j < sent; ++j) {
       ++stats_.tx_packets;
       stats_.tx_bytes += tx_[j].len - kOverhead;

@@ -52,7 +52,11 @@ struct SecureIoOptions {
   Duration reject_after_time = Duration::from_s(180);  ///< no use of a session after this age
   Duration handshake_retry = Duration::from_s(1);
   Duration rx_timeout = Duration::from_s(10);  ///< re-handshake when the peer is silent this long
-  uint32_t burst = 32;                         ///< datagrams handled per inner burst
+  /// Persistent keepalive (WireGuard's): an empty authenticated datagram when
+  /// nothing was sent for this long, so an idle link still proves it is alive
+  /// and silence means an outage. Zero: off.
+  Duration keepalive = Duration::zero();
+  uint32_t burst = 32;  ///< datagrams handled per inner burst
 };
 
 /// Why a received datagram was dropped.
@@ -73,6 +77,7 @@ struct SecureStats {
   std::array<uint64_t, static_cast<size_t>(SecureDrop::kCount)> drops{};
   uint64_t rx_data = 0;
   uint64_t rx_keepalives = 0;
+  uint64_t tx_keepalives = 0;
   uint64_t tx_data = 0;
   uint64_t tx_no_session = 0;  ///< datagrams the transport sent before any session (dropped)
   uint64_t tx_oversize = 0;
@@ -164,7 +169,8 @@ class SecureIo final : public io::PacketIo {
   bool pending_ = false;  ///< an initiation of ours awaits its response
   HandshakeState pending_state_;
   TimePoint pending_sent_;
-  TimePoint last_tx_;  ///< last data datagram sent
+  TimePoint last_tx_;    ///< last data datagram sent (a persistent keepalive counts)
+  TimePoint last_sent_;  ///< last datagram of any kind sent on a session
   uint64_t last_peer_timestamp_ = 0;
   uint64_t incarnation_ = 0;       ///< ours, random per construction
   uint64_t peer_incarnation_ = 0;  ///< the peer's, 0 until its first handshake

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -283,6 +284,69 @@ TEST(SecureIo, SessionsExpireWithoutHandshakes) {
   p.send(*p.a, Pair::payload(3));
   p.run(Duration::from_ms(20));
   EXPECT_EQ(p.got_b.size(), 1U);
+}
+
+// Persistent keepalives: an idle link keeps hearing its peer (so silence
+// means an outage), a 30 s cut is noticed and survived, and without the
+// option nothing is sent while idle.
+TEST(SecureIo, KeepalivesKeepAnIdleLinkUpAndSurviveALongOutage) {
+  Keys k;
+  SecureIoOptions oa = options(k.a, k.b), ob = options(k.b, k.a);
+  oa.keepalive = ob.keepalive = Duration::from_s(1);
+  Pair p(oa, ob);
+  p.run(Duration::from_ms(50));
+  ASSERT_TRUE(p.a->peer_up(p.clock.now()));
+  // Idle for a minute: about one keepalive a second each way, peer stays up,
+  // and the last datagram heard is never older than the interval (+ delay).
+  const uint64_t ka0 = p.a->secure_stats().tx_keepalives;
+  Duration worst = Duration::zero();
+  for (int i = 0; i < 600; ++i) {
+    p.run(Duration::from_ms(100));
+    worst = std::max(worst, p.clock.now() - p.a->secure_stats().last_rx);
+  }
+  EXPECT_TRUE(p.a->peer_up(p.clock.now()));
+  EXPECT_TRUE(p.b->peer_up(p.clock.now()));
+  const uint64_t sent = p.a->secure_stats().tx_keepalives - ka0;
+  EXPECT_GE(sent, 58U);
+  EXPECT_LE(sent, 61U);
+  EXPECT_LE(worst, Duration::from_ms(1100));
+  EXPECT_GE(p.b->secure_stats().rx_keepalives, 58U);
+  EXPECT_TRUE(p.got_a.empty() && p.got_b.empty()) << "keepalives are not delivered";
+  // A 30 s cut both ways: silence, re-handshake attempts (paced), then recovery.
+  p.link.set_filter(0, [](const uint8_t*, uint32_t, uint64_t) { return io::Verdict::kDrop; });
+  p.link.set_filter(1, [](const uint8_t*, uint32_t, uint64_t) { return io::Verdict::kDrop; });
+  const TimePoint cut = p.clock.now();
+  const uint64_t init0 = p.a->secure_stats().initiations_sent;
+  p.run(Duration::from_s(30));
+  EXPECT_FALSE(p.a->peer_up(p.clock.now()));
+  EXPECT_GE(p.clock.now() - p.a->secure_stats().last_rx, Duration::from_s(29));
+  EXPECT_LE(p.a->secure_stats().initiations_sent - init0, 22U) << "retries are paced";
+  p.link.set_filter(0, nullptr);
+  p.link.set_filter(1, nullptr);
+  p.run(Duration::from_s(2));
+  EXPECT_TRUE(p.a->peer_up(p.clock.now()));
+  EXPECT_TRUE(p.b->peer_up(p.clock.now()));
+  EXPECT_GT(p.a->secure_stats().last_rx, cut + Duration::from_s(30));
+  p.send(*p.a, Pair::payload(5));
+  p.send(*p.b, Pair::payload(6));
+  p.run(Duration::from_ms(20));
+  ASSERT_EQ(p.got_b.size(), 1U);
+  EXPECT_EQ(p.got_b[0], Pair::payload(5));
+  ASSERT_EQ(p.got_a.size(), 1U);
+  EXPECT_EQ(p.got_a[0], Pair::payload(6));
+  EXPECT_EQ(p.a->secure_stats().drops_total() + p.b->secure_stats().drops_total(), 0U);
+}
+
+TEST(SecureIo, NoKeepalivesUnlessAsked) {
+  Keys k;
+  Pair p(options(k.a, k.b), options(k.b, k.a));
+  p.run(Duration::from_ms(50));
+  const uint64_t tx0 = p.a->stats().tx_packets;
+  const uint64_t rx0 = p.b->secure_stats().rx_keepalives;
+  p.run(Duration::from_s(5));
+  EXPECT_EQ(p.a->secure_stats().tx_keepalives, 0U);
+  EXPECT_EQ(p.b->secure_stats().rx_keepalives, rx0);
+  EXPECT_EQ(p.a->stats().tx_packets, tx0);
 }
 
 TEST(SecureIo, PeerRestartReHandshakes) {

@@ -41,6 +41,8 @@ void apply_setting(DirSettings& s, const std::string& key, const std::string& v)
     s.duplicate = parse_probability(v);
   } else if (key == "corrupt") {
     s.corrupt = parse_probability(v);
+  } else if (key == "corrupt_payload") {
+    s.corrupt_payload = parse_bool(v);
   } else if (key == "reorder") {
     s.reorder = parse_probability(v);
   } else if (key == "queue") {
@@ -70,6 +72,7 @@ json settings_to_json(const DirSettings& s) {
               {"ge_good_loss", format_probability(s.ge_good_loss)},
               {"duplicate", format_probability(s.duplicate)},
               {"corrupt", format_probability(s.corrupt)},
+              {"corrupt_payload", s.corrupt_payload},
               {"reorder", format_probability(s.reorder)},
               {"queue", s.queue_limit},
               {"ecn_threshold", s.ecn_threshold},
@@ -176,6 +179,7 @@ json Emulator::stats_json(TimePoint now) const {
         {"dropped", drops},
         {"duplicated", c.duplicated},
         {"corrupted", c.corrupted},
+        {"corrupt_skipped", c.corrupt_skipped},
         {"reordered", c.reordered},
         {"ecn_marked", c.ecn_marked},
         {"ecn_not_ect", c.ecn_not_ect},

@@ -130,6 +130,80 @@ void Direction::mark_ce(uint8_t* data, uint32_t len) noexcept {
   }
 }
 
+// One bit of the UDP or TCP payload flipped and the L4 checksum updated for
+// that one 16-bit word (RFC 1624: HC' = ~(~HC + ~m + m')), so the frame still
+// passes the IP and UDP/TCP checks and the damage reaches the application
+// (for rowan: the AEAD). IPv4 without fragments, IPv6 without extension
+// headers; anything else is left intact (returns false).
+bool Direction::corrupt_l4_payload(uint8_t* data, uint32_t len) noexcept {
+  constexpr uint8_t kTcp = 6;
+  constexpr uint8_t kUdp = 17;
+  uint32_t off = 12;
+  if (len < kEthHeader) return false;
+  uint16_t type = load16(data + off);
+  while ((type == kEtherTypeVlan || type == kEtherTypeQinQ) && off + 6 <= len) {
+    off += 4;
+    type = load16(data + off);
+  }
+  const uint32_t l3 = off + 2;
+  uint32_t l4 = 0;
+  uint32_t l4_len = 0;
+  uint8_t proto = 0;
+  if (type == kEtherTypeIpv4 && l3 + 20 <= len && (data[l3] >> 4) == 4) {
+    const uint32_t ihl = (data[l3] & 0xfU) * 4;
+    const uint32_t total = load16(data + l3 + 2);
+    const bool fragment = (load16(data + l3 + 6) & 0x3fffU) != 0;  // MF or an offset
+    if (ihl < 20 || total < ihl || l3 + total > len || fragment) return false;
+    proto = data[l3 + 9];
+    l4 = l3 + ihl;
+    l4_len = total - ihl;
+  } else if (type == kEtherTypeIpv6 && l3 + 40 <= len && (data[l3] >> 4) == 6) {
+    const uint32_t payload = load16(data + l3 + 4);
+    if (l3 + 40 + payload > len) return false;
+    proto = data[l3 + 6];
+    l4 = l3 + 40;
+    l4_len = payload;
+  } else {
+    return false;
+  }
+  uint32_t hdr = 0;
+  uint32_t csum_at = 0;
+  if (proto == kUdp && l4_len >= 8) {
+    hdr = 8;
+    csum_at = 6;
+    l4_len = std::min<uint32_t>(l4_len, std::max<uint32_t>(load16(data + l4 + 4), 8));
+  } else if (proto == kTcp && l4_len >= 20) {
+    hdr = (data[l4 + 12] >> 4U) * 4U;
+    csum_at = 16;
+    if (hdr < 20 || hdr > l4_len) return false;
+  } else {
+    return false;
+  }
+  if (l4_len <= hdr) return false;
+  uint8_t* seg = data + l4;
+  const uint64_t bit = rng_.below(static_cast<uint64_t>(l4_len - hdr) * 8);
+  const uint32_t at = hdr + static_cast<uint32_t>(bit / 8);
+  // The checksummed 16-bit word holding the byte (an odd last byte is padded
+  // with zero for the sum, whatever follows it in the frame).
+  const uint32_t w = at & ~1U;
+  auto word = [&] {
+    return static_cast<uint16_t>((seg[w] << 8) | (w + 1 < l4_len ? seg[w + 1] : 0));
+  };
+  const uint16_t before = word();
+  seg[at] ^= static_cast<uint8_t>(1U << (bit % 8));
+  const uint16_t after = word();
+  const uint16_t hc = load16(seg + csum_at);
+  if (proto == kUdp && hc == 0 && type == kEtherTypeIpv4) return true;  // no checksum in use
+  uint32_t sum = static_cast<uint16_t>(~hc);
+  sum += static_cast<uint16_t>(~before);
+  sum += after;
+  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  uint16_t out = static_cast<uint16_t>(~sum);
+  if (proto == kUdp && out == 0) out = 0xffff;  // 0 means "no checksum" in UDP
+  store16(seg + csum_at, out);
+  return true;
+}
+
 bool Direction::push(const Scheduled& s) noexcept {
   if (fifo_count_ + heap_.size() >= capacity_) return false;
   if (fifo_count_ == 0 || s.release_ns >= last_fifo_release_ns_) {
@@ -169,9 +243,15 @@ Direction::Verdict Direction::admit(TimePoint now, void* pkt, uint8_t* data, uin
   }
   if (settings_.ecn_threshold > 0 && waiting >= settings_.ecn_threshold) mark_ce(data, len);
   if (rng_.chance(settings_.corrupt) && len > kEthHeader) {
-    const uint64_t bit = rng_.below(static_cast<uint64_t>(len - kEthHeader) * 8);
-    data[kEthHeader + bit / 8] ^= static_cast<uint8_t>(1U << (bit % 8));
-    ++counters_.corrupted;
+    if (!settings_.corrupt_payload) {
+      const uint64_t bit = rng_.below(static_cast<uint64_t>(len - kEthHeader) * 8);
+      data[kEthHeader + bit / 8] ^= static_cast<uint8_t>(1U << (bit % 8));
+      ++counters_.corrupted;
+    } else if (corrupt_l4_payload(data, len)) {
+      ++counters_.corrupted;
+    } else {
+      ++counters_.corrupt_skipped;
+    }
   }
 
   TimePoint depart = now;

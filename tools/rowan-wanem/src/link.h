@@ -9,7 +9,10 @@
 //   backlog = bytes still waiting for serialization at `rate`;
 //     backlog + frame > queue_limit → tail drop (queue_full)
 //     backlog >= ecn_threshold and the frame is ECT(0)/ECT(1) → mark CE
-//   corruption flips one random bit past the Ethernet header
+//   corruption flips one random bit past the Ethernet header; with
+//     corrupt_payload it flips one bit of a UDP/TCP payload instead and
+//     fixes the L4 checksum (RFC 1624), so the frame passes every check
+//     below the application (frames without such a payload stay intact)
 //   departure = max(now, previous departure) + (frame + overhead) × 8 / rate
 //   release   = departure + delay ± jitter (uniform); with probability
 //               `reorder` the frame skips the delay (it overtakes others)
@@ -44,6 +47,7 @@ struct DirSettings {
   double ge_good_loss = 0;               ///< loss probability in the good state (1-k)
   double duplicate = 0;                  ///< probability a frame is sent twice
   double corrupt = 0;                    ///< probability one bit of a frame is flipped
+  bool corrupt_payload = false;          ///< flip a UDP/TCP payload bit, fix the checksum
   double reorder = 0;                    ///< probability a frame skips the delay
   Bytes queue_limit = 1 << 20;           ///< tail-drop limit of the rate queue
   Bytes ecn_threshold = 0;               ///< CE-mark ECT frames above this backlog; 0 = off
@@ -71,6 +75,7 @@ struct DirCounters {
   std::array<uint64_t, static_cast<size_t>(DropReason::kCount)> drops{};
   uint64_t duplicated = 0;
   uint64_t corrupted = 0;
+  uint64_t corrupt_skipped = 0;  ///< chosen for payload corruption but had no UDP/TCP payload
   uint64_t reordered = 0;
   uint64_t ecn_marked = 0;
   uint64_t ecn_not_ect = 0;  ///< over the threshold but not ECN-capable (passed unmarked)
@@ -150,6 +155,7 @@ class Direction {
  private:
   bool lose(DropReason* reason) noexcept;
   void mark_ce(uint8_t* data, uint32_t len) noexcept;
+  bool corrupt_l4_payload(uint8_t* data, uint32_t len) noexcept;
   bool push(const Scheduled& s) noexcept;
 
   DirSettings settings_;
