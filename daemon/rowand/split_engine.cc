@@ -15,12 +15,16 @@ using wire::store_be32;
 
 constexpr uint8_t kCtrlMagic = 0xF0;  // version nibble 15: never an IP packet
 constexpr uint8_t kCtrlStart = 1;
+constexpr uint8_t kCtrlCmSplit = 2;  // the next CM REQ on this stream comes from a split route
+constexpr uint32_t kCtrlCmLen = 4;
 constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
 constexpr uint32_t kDefaultPmtu = 1024;
 constexpr uint32_t kEgressSlots = 1024;
 constexpr uint16_t kDefaultSport = 0xC000;
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
+constexpr uint8_t kCmRemoteSplit = 0x02;  // the peer gateway said its route is split
+constexpr size_t kReqMtuOffset = split::kMadHeaderLen + 50;  // high nibble of the MAD byte
 
 size_t addr_len(const roce::IpAddr& a) { return a.version == 6 ? 16 : 4; }
 
@@ -178,6 +182,14 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
   roce::RocePacket p;
   if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
   if (p.bth.opcode == roce::op::kUdSendOnly && p.bth.dest_qp == split::kCmQp) {
+    split::CmMessage m;
+    if (split_route && split::parse_cm(p, m) && m.attr == split::cm_attr::kReq &&
+        io_.has_room(flow, kCtrlCmLen)) {
+      // Tells the peer gateway that this REQ comes from a split route (it
+      // may give the REQ its site's path MTU): a short record ahead of it.
+      const std::array<uint8_t, kCtrlCmLen> ctrl{kCtrlMagic, kCtrlCmSplit, p.src.version, 0};
+      io_.carry(flow, ctrl.data(), kCtrlCmLen, now);
+    }
     on_cm(p, true, split_route, now);
     return false;  // CM MADs always pass through
   }
@@ -264,6 +276,7 @@ bool SplitEngine::egress_from_responder(SplitFlow& sf, const roce::RocePacket& p
   if (split::is_read_response(op) || op == roce::op::kRcAtomicAck) {
     rq.on_response(op, psn, now);
     flush(sf, now);
+    if (sf.xlate) return egress_response_translated(sf, p, now);
     return false;  // responses travel end to end
   }
   if (op != roce::op::kRcAck) return false;
@@ -273,7 +286,7 @@ bool SplitEngine::egress_from_responder(SplitFlow& sf, const roce::RocePacket& p
   if (kind == roce::AethKind::kAck || seq_nak || kind == roce::AethKind::kRnrNak) {
     // Acknowledges only passthrough packets: the requester needs it.
     const uint32_t through = kind == roce::AethKind::kAck ? psn : psn_add(psn, -1);
-    if (psn_lt(through, psn_add(start, -1))) return false;
+    if (psn_lt(through, psn_add(start, -1))) return sf.xlate != nullptr;  // stale if translated
     if (rq.on_aeth(psn, p.aeth.syndrome, now) == split::Event::kRetryExceeded) {
       report_failure(sf, now);
     }
@@ -288,6 +301,12 @@ bool SplitEngine::egress_from_responder(SplitFlow& sf, const roce::RocePacket& p
   if (kind == roce::AethKind::kNak) {
     rq.on_aeth(psn, p.aeth.syndrome, now);
     ++stats_.fatal;
+    if (sf.xlate) {  // the same NAK, at the requester's PSN of the failed request
+      uint32_t in = sf.xlate->requests.next_in_psn();
+      sf.xlate->requests.in_psn_of(psn, &in);
+      send_aeth(sf, p.aeth.syndrome, in, p.aeth.msn, now, true);
+      return true;
+    }
     return false;  // the ingress fails the flow toward the requester
   }
   return false;
@@ -304,8 +323,10 @@ bool SplitEngine::on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, ui
   }
   if (looks_like_cm(ip, len)) {
     roce::RocePacket cm;
-    if (roce::parse_ip({ip, len}, cm) == roce::ParseError::kOk) on_cm(cm, false, false, now);
-    return false;
+    if (roce::parse_ip({ip, len}, cm) != roce::ParseError::kOk) return false;
+    const bool split = cm_split_peer_ == peer && cm_split_stream_ == stream && cm_split_pending_;
+    cm_split_pending_ = false;
+    return on_cm(cm, false, split, now);
   }
   if (used_ == 0) return false;
   roce::RocePacket p;
@@ -374,12 +395,13 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
 bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
                                  uint32_t len, TimePoint now) noexcept {
   sf.last_active = now;
-  learn_pmtu(sf, p);
   split::Requester& rq = *sf.requester;
   if (rq.failed()) {
     ++stats_.requests_dropped;
     return true;
   }
+  if (sf.xlate) return egress_translated(sf, p, now);
+  learn_pmtu(sf, p);
   const uint32_t dma_len = p.has(roce::kHasReth) ? p.reth.dma_len : 0;
   switch (rq.push({ip, len}, p.bth.opcode, p.bth.psn, dma_len, now)) {
     case split::PushResult::kStored:
@@ -397,6 +419,12 @@ bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const
 
 void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c, uint32_t len,
                              TimePoint now) noexcept {
+  if (len >= kCtrlCmLen && c[1] == kCtrlCmSplit) {
+    cm_split_peer_ = peer;
+    cm_split_stream_ = stream;
+    cm_split_pending_ = true;
+    return;
+  }
   if (len < kCtrlLen || c[1] != kCtrlStart || (c[2] != 4 && c[2] != 6)) {
     ++stats_.bad_control;
     return;
@@ -423,11 +451,21 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   }
   SplitFlow* sf = add(fwd, Role::kEgress, now);
   if (sf == nullptr) return;  // stays passthrough: records are delivered as they are
+  // A CM flow whose local host runs another path MTU than the requester:
+  // re-cut (split/resegment.h).
+  const uint32_t out_mtu = (c[3] & kCtrlConfirmed) != 0 ? local_host_pmtu(fwd.dst, fwd.qp) : 0;
+  const bool xlate = out_mtu != 0 && split::mtu_code(pmtu) != 0 && out_mtu != pmtu;
   split::RequesterConfig rc;
   rc.slots = kEgressSlots;
   rc.slot_bytes = local_mtu_;
-  rc.pmtu = pmtu;
-  sf->pmtu = pmtu;
+  rc.pmtu = xlate ? out_mtu : pmtu;
+  sf->pmtu = rc.pmtu;
+  if (xlate) {
+    sf->xlate = std::make_unique<Translation>();
+    sf->xlate->requests.start(start, start, pmtu, out_mtu);
+    sf->xlate->responses.start(pmtu);
+    ++stats_.translated_flows;
+  }
   sf->requester = std::make_unique<split::Requester>(rc);
   sf->requester->start(start);
   sf->rev_qp = rev_qp;
@@ -504,11 +542,17 @@ void SplitEngine::report_failure(SplitFlow& sf, TimePoint now) noexcept {
 // ---------------------------------------------------------------------------
 // Timers, back-pressure, housekeeping
 
+bool SplitEngine::egress_full(const SplitFlow& sf) noexcept {
+  // A translated input may become kMaxPmtu / 256 pieces.
+  const uint32_t need = sf.xlate ? split::kMaxPmtu / 256 : 1;
+  return sf.requester->in_window() + need > kEgressSlots;
+}
+
 bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
   if (used_ == 0) return false;
   for (SplitFlow& sf : flows_) {
     if (sf.role != Role::kEgress || sf.peer != peer || sf.stream != stream) continue;
-    if (!sf.requester->full()) return false;
+    if (!egress_full(sf)) return false;
     if (!sf.stalled) {
       sf.stalled = true;
       ++stalled_;
@@ -522,7 +566,7 @@ bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
 bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {
   if (stalled_ == 0) return false;
   for (SplitFlow& sf : flows_) {
-    if (!sf.stalled || (sf.requester && sf.requester->full())) continue;
+    if (!sf.stalled || (sf.requester && egress_full(sf))) continue;
     sf.stalled = false;
     --stalled_;
     *peer = sf.peer;
@@ -582,12 +626,12 @@ uint32_t SplitEngine::release_key(const FlowKey& k) noexcept {
   return n;
 }
 
-void SplitEngine::on_cm(const roce::RocePacket& p, bool from_local, bool split_route,
+bool SplitEngine::on_cm(const roce::RocePacket& p, bool from_local, bool split_route,
                         TimePoint now) noexcept {
   split::CmMessage m;
-  if (!split::parse_cm(p, m)) return;
+  if (!split::parse_cm(p, m)) return false;
   split::CmConnection c;
-  const uint8_t user = from_local && split_route ? kCmLocalSplit : 0;
+  const uint8_t user = !split_route ? 0 : from_local ? kCmLocalSplit : kCmRemoteSplit;
   switch (cm_.on_message(p, m, user, now, &c)) {
     case split::CmEvent::kPaired:
       // The REP: from a local host, the passive side is local; from the WAN,
@@ -609,6 +653,68 @@ void SplitEngine::on_cm(const roce::RocePacket& p, bool from_local, bool split_r
   if (m.attr == split::cm_attr::kDreq && used_ > 0) {
     stats_.cm_released += release_key(roce_key(p.src, p.dst, m.remote_qpn));
   }
+  if (m.attr != split::cm_attr::kReq || !split_route || from_local) return false;
+  // A REQ for a local (passive) host on a split route: the host runs this
+  // site's path MTU; the gateways translate.
+  if (local_pmtu_ == 0 || m.pmtu == local_pmtu_ || p.len > big_.size()) return false;
+  if (p.src.version == 6 && (p.data[p.l4_off + 6] | p.data[p.l4_off + 7]) != 0) return false;
+  std::memcpy(big_.data(), p.data, p.len);
+  uint8_t& mtu = big_[p.payload_off + kReqMtuOffset];
+  mtu = static_cast<uint8_t>((split::mtu_code(local_pmtu_) << 4) | (mtu & 0x0F));
+  if (p.src.version == 4) big_[p.l4_off + 6] = big_[p.l4_off + 7] = 0;  // no UDP checksum
+  roce::RocePacket q;
+  if (roce::parse_ip({big_.data(), p.len}, q) != roce::ParseError::kOk) return false;
+  const uint32_t icrc = roce::compute_icrc(q);
+  for (uint32_t i = 0; i < 4; ++i) big_[q.icrc_off + i] = static_cast<uint8_t>(icrc >> (8 * i));
+  io_.send_local(big_.data(), p.len, now);
+  ++stats_.cm_mtu_rewritten;
+  return true;
+}
+
+uint32_t SplitEngine::local_host_pmtu(const roce::IpAddr& host, uint32_t qpn) const noexcept {
+  const split::CmConnection* c = cm_.find_qp(host, qpn);
+  if (c == nullptr) return 0;
+  if (same_ip(c->active, host)) return c->pmtu;  // its own REQ
+  return local_pmtu_ != 0 ? local_pmtu_ : c->pmtu;
+}
+
+bool SplitEngine::egress_translated(SplitFlow& sf, const roce::RocePacket& p,
+                                    TimePoint now) noexcept {
+  Translation& x = *sf.xlate;
+  split::Requester& rq = *sf.requester;
+  bool stored = true;
+  const bool fed = x.requests.feed(p, [&](const roce::FrameSpec& s) {
+    const size_t n = roce::build(s, big_);
+    if (n == 0 || rq.push({big_.data(), n}, s.bth.opcode, s.bth.psn, s.reth.dma_len, now) !=
+                      split::PushResult::kStored) {
+      stored = false;
+      return;
+    }
+    ++stats_.resegmented;
+  });
+  if (!fed) {
+    // A READ/atomic the requester repeated: the remote host answers it again
+    // (sent as is, like an untranslated duplicate). Other repeats are ours.
+    const bool again = x.requests.reissue(p, [&](const roce::FrameSpec& s) {
+      const size_t n = roce::build(s, big_);
+      if (n != 0) io_.send_local(big_.data(), static_cast<uint32_t>(n), now);
+    });
+    if (!again) ++stats_.requests_dropped;
+    return true;
+  }
+  if (!stored) ++stats_.requests_dropped;  // blocked() leaves room for a whole input
+  flush(sf, now);
+  return true;
+}
+
+bool SplitEngine::egress_response_translated(SplitFlow& sf, const roce::RocePacket& p,
+                                             TimePoint now) noexcept {
+  Translation& x = *sf.xlate;
+  x.responses.feed(p, x.requests, [&](const roce::FrameSpec& s) {
+    const size_t n = roce::build(s, big_);
+    if (n != 0) io_.carry_packet(big_.data(), static_cast<uint32_t>(n), now);
+  });
+  return true;  // replaced by the re-cut responses (or dropped: the requester retries)
 }
 
 void SplitEngine::cm_pair(const split::CmConnection& c, bool active_local, TimePoint now) noexcept {
@@ -626,9 +732,12 @@ void SplitEngine::cm_pair(const split::CmConnection& c, bool active_local, TimeP
   sf->cm = true;
   sf->rev_qp = active_local ? c.active_qpn : c.passive_qpn;
   sf->pairing.preset(active_local ? c.active_psn : c.passive_psn, 0);
-  if (c.pmtu != 0) {
-    sf->pmtu = c.pmtu;
-    sf->responder.set_pmtu(c.pmtu);
+  // The MTU the local requester runs: its own REQ's, or, as the passive
+  // side, the site's (its REQ was given that) when configured.
+  const uint32_t pmtu = active_local || local_pmtu_ == 0 ? c.pmtu : local_pmtu_;
+  if (pmtu != 0) {
+    sf->pmtu = pmtu;
+    sf->responder.set_pmtu(pmtu);
   }
   index(static_cast<uint32_t>(sf - flows_.data()));
   ++stats_.cm_paired;

@@ -25,6 +25,15 @@
 // request. DREQ, DREP and REJ release both directions of the connection; a
 // failed flow is released once its failure was reported (QP error).
 //
+// MTU translation (split/resegment.h): `set_local_pmtu()` gives the path
+// MTU this site's hosts use. A REQ delivered to a local (passive) host gets
+// that MTU, so each host runs its site's MTU; the control record carries the
+// requester's MTU, and an egress whose local host uses another one (a CM
+// flow) re-cuts the requests into its host's MTU with its own PSNs, and
+// READ responses / atomic ACKs back into the requester's MTU and PSNs.
+// Flows paired by PSN match are never translated (passthrough worked, so
+// both hosts already use the same MTU).
+//
 // Control record (a record whose first byte is 0xF0, which no IP packet
 // has): F0 | type(1) | ip version(1) | flags(1) | src(16) | dst(16) | qp(4) |
 // requester qp(4) | start psn(4) | pmtu(4), integers big-endian. Flag bit 0:
@@ -47,6 +56,7 @@
 #include "split/cm.h"
 #include "split/pairing.h"
 #include "split/requester.h"
+#include "split/resegment.h"
 #include "split/responder.h"
 
 namespace rowan::gw {
@@ -89,6 +99,9 @@ struct SplitStats {
   uint64_t cm_paired = 0;    ///< flows paired from RDMA CM REQ/REP
   uint64_t cm_released = 0;  ///< flows released by DREQ/DREP/REJ
   uint64_t failed_released = 0;
+  uint64_t translated_flows = 0;  ///< egress flows re-segmenting between two MTUs
+  uint64_t resegmented = 0;       ///< request pieces built for the local host
+  uint64_t cm_mtu_rewritten = 0;  ///< REQs given the site's path MTU
 };
 
 class SplitEngine {
@@ -96,6 +109,10 @@ class SplitEngine {
   static constexpr uint32_t kMaxFlows = 256;
 
   SplitEngine(SplitIo& io, uint32_t local_mtu);
+
+  /// The RoCE path MTU (256..4096) the site's hosts use; 0: whatever the
+  /// connection negotiated (no translation). Control path, before traffic.
+  void set_local_pmtu(uint32_t pmtu) noexcept { local_pmtu_ = split::mtu_code(pmtu) ? pmtu : 0; }
 
   /// A RoCEv2 packet from a site host, classified into `flow` (local RX).
   /// `split_route`: its route has mode "split". Returns true when the engine
@@ -125,6 +142,11 @@ class SplitEngine {
 
  private:
   enum class Role : uint8_t { kFree, kTracking, kIngress, kEgress };
+  /// An egress flow's MTU translation (allocated once, when it is paired).
+  struct Translation {
+    split::RequestSegmenter requests;
+    split::ResponseSegmenter responses;
+  };
   struct SplitFlow {
     Role role = Role::kFree;
     FlowKey fwd;          ///< requester → responder (dest QP = responder's QP)
@@ -134,6 +156,7 @@ class SplitEngine {
     split::PairingTracker pairing;
     split::Responder responder;
     std::unique_ptr<split::Requester> requester;
+    std::unique_ptr<Translation> xlate;  ///< egress: MTUs differ
     bool base_relayed = false;  ///< egress: the ACK covering the passthrough part went through
     PeerState* peer = nullptr;  ///< egress: where the records come from
     uint64_t stream = 0;
@@ -165,7 +188,12 @@ class SplitEngine {
   void flush(SplitFlow& sf, TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;
   void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
-  void on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;
+  bool on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;
+  /// The path MTU the local host `host` uses on QP `qpn` (CM), 0 if unknown.
+  uint32_t local_host_pmtu(const roce::IpAddr& host, uint32_t qpn) const noexcept;
+  static bool egress_full(const SplitFlow& sf) noexcept;
+  bool egress_translated(SplitFlow& sf, const roce::RocePacket& p, TimePoint now) noexcept;
+  bool egress_response_translated(SplitFlow& sf, const roce::RocePacket& p, TimePoint now) noexcept;
   void cm_pair(const split::CmConnection& c, bool active_local, TimePoint now) noexcept;
   /// Releases the flow(s) of the QP pair; returns how many.
   uint32_t release_key(const FlowKey& k) noexcept;
@@ -173,6 +201,7 @@ class SplitEngine {
 
   SplitIo& io_;
   uint32_t local_mtu_;
+  uint32_t local_pmtu_ = 0;
   std::vector<SplitFlow> flows_;
   static constexpr uint32_t kIndex = kMaxFlows * 4;
   std::array<int32_t, kIndex> fwd_index_{};  ///< hash bucket → slot + 1
@@ -181,7 +210,11 @@ class SplitEngine {
   uint32_t tracking_ = 0;
   uint32_t stalled_ = 0;
   std::array<uint8_t, 256> frame_{};  ///< one reply frame being built
+  std::array<uint8_t, 4400> big_{};   ///< a re-segmented or rewritten packet being built
   split::CmTracker cm_;
+  PeerState* cm_split_peer_ = nullptr;  ///< a kCtrlCmSplit record came on this stream ...
+  uint64_t cm_split_stream_ = 0;
+  bool cm_split_pending_ = false;  ///< ... and applies to the next CM REQ on it
   SplitStats stats_;
 };
 

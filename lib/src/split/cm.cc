@@ -156,6 +156,18 @@ CmEvent CmTracker::on_message(const roce::RocePacket& p, const CmMessage& m, uin
   }
 }
 
+const CmConnection* CmTracker::find_qp(const roce::IpAddr& host, uint32_t qpn) const noexcept {
+  if (n_ == 0) return nullptr;
+  for (const Slot& s : slots_) {
+    if (!s.used || !s.c.established) continue;
+    if ((s.c.active_qpn == qpn && same_ip(s.c.active, host)) ||
+        (s.c.passive_qpn == qpn && same_ip(s.c.passive, host))) {
+      return &s.c;
+    }
+  }
+  return nullptr;
+}
+
 uint32_t CmTracker::expire(TimePoint cutoff) noexcept {
   uint32_t n = 0;
   if (n_ == 0) return 0;

@@ -110,6 +110,9 @@ class CmTracker {
   /// never answered; established ones are kept until DREQ/REJ, or this).
   uint32_t expire(TimePoint cutoff) noexcept;
 
+  /// The established connection in which `host` owns QP `qpn`, if known.
+  const CmConnection* find_qp(const roce::IpAddr& host, uint32_t qpn) const noexcept;
+
   uint32_t size() const { return n_; }
 
  private:

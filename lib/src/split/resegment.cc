@@ -51,4 +51,12 @@ const MappedRead* RequestSegmenter::read_at(uint32_t out_psn) const noexcept {
   return nullptr;
 }
 
+const MappedRead* RequestSegmenter::read_in(uint32_t in_psn) const noexcept {
+  for (uint32_t i = 0; i < nreads_; ++i) {
+    const MappedRead& r = reads_[(read_head_ + nreads_ - 1 - i) % kReads];
+    if (r.in_psn == in_psn) return &r;
+  }
+  return nullptr;
+}
+
 }  // namespace rowan::split

@@ -119,6 +119,14 @@ class RequestSegmenter {
   bool in_psn_of(uint32_t out_psn, uint32_t* in_psn) const noexcept;
   /// The READ/atomic whose out-PSN range holds `out_psn`.
   const MappedRead* read_at(uint32_t out_psn) const noexcept;
+  /// The READ/atomic the requester sent at `in_psn`.
+  const MappedRead* read_in(uint32_t in_psn) const noexcept;
+
+  /// A READ/atomic request the requester sent again (its in-PSN is behind
+  /// next_in_psn()): emits it at its out-PSN so the remote host answers it
+  /// again. False when the map no longer knows it.
+  template <typename Emit>
+  bool reissue(const roce::RocePacket& p, Emit&& emit) const;
 
   uint32_t next_in_psn() const { return next_in_; }
   uint32_t next_out_psn() const { return next_out_; }
@@ -262,6 +270,20 @@ bool RequestSegmenter::feed(const roce::RocePacket& p, Emit&& emit) {
              next_out_ = roce::psn_add(next_out_, 1);
            });
   next_in_ = roce::psn_add(next_in_, 1);
+  return true;
+}
+
+template <typename Emit>
+bool RequestSegmenter::reissue(const roce::RocePacket& p, Emit&& emit) const {
+  if (request_kind(p.bth.opcode) == ReqKind::kData) return false;
+  const MappedRead* r = read_in(p.bth.psn);
+  if (r == nullptr) return false;
+  roce::FrameSpec s = detail::spec_like(p);
+  s.bth = p.bth;
+  s.bth.psn = r->out_psn;
+  s.reth = p.reth;
+  s.atomic_eth = p.atomic_eth;
+  emit(static_cast<const roce::FrameSpec&>(s));
   return true;
 }
 

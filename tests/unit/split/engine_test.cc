@@ -73,6 +73,41 @@ class EngineTest : public ::testing::Test {
     buf.resize(roce::build(s, buf));
     return buf;
   }
+  /// A request from host A with `n` payload bytes (byte i = i * 3 + psn).
+  Bytes request_n(uint8_t opcode, uint32_t psn, bool ack_req, uint32_t n, uint32_t dma_len) {
+    roce::FrameSpec s;
+    s.with_eth = false;
+    s.src = a_ip_;
+    s.dst = b_ip_;
+    s.bth.opcode = opcode;
+    s.bth.dest_qp = kRspQp;
+    s.bth.psn = psn & roce::kPsnMask;
+    s.bth.ack_req = ack_req;
+    s.reth.dma_len = dma_len;
+    Bytes data(n);
+    for (uint32_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(i * 3 + psn);
+    s.payload = data;
+    Bytes buf(4400);
+    buf.resize(roce::build(s, buf));
+    return buf;
+  }
+  /// A READ response from host B.
+  Bytes response(uint8_t opcode, uint32_t psn, uint32_t n, uint32_t msn) {
+    roce::FrameSpec s;
+    s.with_eth = false;
+    s.src = b_ip_;
+    s.dst = a_ip_;
+    s.bth.opcode = opcode;
+    s.bth.dest_qp = kReqQp;
+    s.bth.psn = psn & roce::kPsnMask;
+    s.aeth.syndrome = 0x1F;
+    s.aeth.msn = msn;
+    const Bytes data(n, static_cast<uint8_t>(psn));
+    s.payload = data;
+    Bytes buf(4400);
+    buf.resize(roce::build(s, buf));
+    return buf;
+  }
   /// An ACK/NAK from host B (toward A's requester QP).
   Bytes aeth(uint8_t syndrome, uint32_t psn, uint32_t msn) {
     roce::FrameSpec s;
@@ -123,7 +158,7 @@ class EngineTest : public ::testing::Test {
   /// sender's comm ID `local`, the other's `remote`, and for REQ/REP the
   /// sender's QPN and starting PSN; DREQ: `qpn` is the receiver's QPN.
   Bytes cm(bool from_a, uint16_t attr, uint32_t local, uint32_t remote, uint32_t qpn = 0,
-           uint32_t psn = 0) {
+           uint32_t psn = 0, uint8_t mtu_code = 3) {
     Bytes mad(256, 0);
     mad[0] = 1;
     mad[1] = 0x07;
@@ -139,7 +174,7 @@ class EngineTest : public ::testing::Test {
     if (attr == split::cm_attr::kReq) {
       put(m + 32, qpn, 3);
       put(m + 44, psn, 3);
-      m[50] = 0x37;  // path MTU 1024
+      m[50] = static_cast<uint8_t>(mtu_code << 4 | 7);  // path MTU (3: 1024)
     } else {
       put(m + 4, remote, 4);
       if (attr == split::cm_attr::kRep) {
@@ -162,15 +197,30 @@ class EngineTest : public ::testing::Test {
     buf.resize(roce::build(s, buf));
     return buf;
   }
-  /// Host A's MAD through gateway A (local) and gateway B (WAN, delivered).
+  /// Host A's MAD through gateway A (local) and gateway B (WAN, delivered
+  /// to host B unless gateway B replaced it), with what gateway A carried
+  /// ahead of it.
   void cm_a_to_b(const Bytes& b, bool split_route = true) {
     EXPECT_FALSE(ga_.on_local(cm_flow_, split_route, b.data(), static_cast<uint32_t>(b.size()),
                               clock_.now()));
-    EXPECT_FALSE(gb_.on_wan(nullptr, 3, b.data(), static_cast<uint32_t>(b.size()), clock_.now()));
+    for (const Bytes& r : ia_.wan) {
+      EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+    }
+    ia_.wan.clear();
+    if (!gb_.on_wan(nullptr, 3, b.data(), static_cast<uint32_t>(b.size()), clock_.now())) {
+      mads_at_b_.push_back(b);
+    } else {
+      mads_at_b_.push_back(ib_.local.back());
+      ib_.local.pop_back();
+    }
   }
   void cm_b_to_a(const Bytes& b, bool split_route = true) {
     EXPECT_FALSE(gb_.on_local(cm_flow_, split_route, b.data(), static_cast<uint32_t>(b.size()),
                               clock_.now()));
+    for (const Bytes& r : ib_.wan) {
+      EXPECT_TRUE(ga_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+    }
+    ib_.wan.clear();
     EXPECT_FALSE(ga_.on_wan(nullptr, 3, b.data(), static_cast<uint32_t>(b.size()), clock_.now()));
   }
   /// Host A connects to host B with RDMA CM: A sends from kPsn, B from 0x500.
@@ -197,6 +247,7 @@ class EngineTest : public ::testing::Test {
   SplitEngine ga_{ia_, 1500};
   SplitEngine gb_{ib_, 1500};
   Flow fwd_, rev_, cm_flow_;
+  std::vector<Bytes> mads_at_b_;
 };
 
 TEST_F(EngineTest, PairsThenAcksLocallyAndReoriginates) {
@@ -391,6 +442,84 @@ TEST_F(EngineTest, QpErrorAndIdleFlowsAreReleased) {
   clock_.advance(Duration::from_s(1));
   ga_.expire(clock_.now() - Duration::from_ms(500));
   EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
+}
+
+// Host A runs path MTU 4096, host B's site 1024 (gateway B's local path MTU):
+// gateway B gives the REQ its site's MTU, re-cuts A's requests into 1024 with
+// B's PSNs, and READ responses back into 4096 with A's PSNs.
+TEST_F(EngineTest, CmMtuTranslationBetween4096And1024) {
+  gb_.set_local_pmtu(1024);
+  cm_a_to_b(cm(true, split::cm_attr::kReq, 0xA1, 0, kReqQp, 0x500, 5));  // MTU 4096
+  ASSERT_EQ(mads_at_b_.size(), 1U);
+  const roce::RocePacket req = parse(mads_at_b_[0]);  // ICRC recomputed
+  EXPECT_EQ(req.payload()[24 + 50] >> 4, 3);          // host B is told 1024
+  EXPECT_EQ(gb_.stats().cm_mtu_rewritten, 1U);
+  cm_b_to_a(cm(false, split::cm_attr::kRep, 0xB1, 0xA1, kRspQp, kPsn));
+  cm_a_to_b(cm(true, split::cm_attr::kRtu, 0xA1, 0xB1));
+  // A 4096-byte WRITE (one packet at A) reaches B as four 1024-byte packets
+  // from PSN kPsn on, across the wrap.
+  const Bytes w = request_n(op::kRcWriteOnly, kPsn, true, 4096, 4096);
+  ASSERT_TRUE(a_sends(w));
+  ASSERT_EQ(ia_.local.size(), 1U);
+  EXPECT_EQ(parse(ia_.local[0]).bth.psn, kPsn);  // A's own space
+  EXPECT_EQ(parse(ia_.local[0]).aeth.msn, 1U);
+  ia_.local.clear();
+  carry_a_to_b();
+  EXPECT_EQ(gb_.stats().translated_flows, 1U);
+  ASSERT_EQ(ib_.local.size(), 4U);
+  const uint8_t ops[4] = {op::kRcWriteFirst, op::kRcWriteMiddle, op::kRcWriteMiddle,
+                          op::kRcWriteLast};
+  Bytes joined;
+  for (uint32_t i = 0; i < 4; ++i) {
+    const roce::RocePacket p = parse(ib_.local[i]);
+    EXPECT_EQ(p.bth.opcode, ops[i]);
+    EXPECT_EQ(p.bth.psn, roce::psn_add(kPsn, i));
+    EXPECT_EQ(p.payload_len, 1024U);
+    EXPECT_EQ(p.bth.dest_qp, kRspQp);
+    joined.insert(joined.end(), p.payload().begin(), p.payload().end());
+  }
+  const roce::RocePacket wp = parse(w);
+  EXPECT_EQ(joined, Bytes(wp.payload().begin(), wp.payload().end()));
+  EXPECT_EQ(parse(ib_.local[0]).reth.dma_len, 4096U);
+  ib_.local.clear();
+  // B loses the third piece: its NAK (B's space) resends from there.
+  EXPECT_TRUE(b_sends(aeth(0x60, 0, 0)));
+  ASSERT_EQ(ib_.local.size(), 2U);
+  EXPECT_EQ(parse(ib_.local[0]).bth.psn, 0U);
+  ib_.local.clear();
+  EXPECT_TRUE(b_sends(aeth(0x1F, 1, 1)));
+  // A READs 8192 bytes at its PSN kPsn + 1: 2 PSNs at A, 8 at B.
+  ASSERT_TRUE(a_sends(request_n(op::kRcReadRequest, kPsn + 1, true, 0, 8192)));
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 1U);
+  EXPECT_EQ(parse(ib_.local[0]).bth.psn, 2U);
+  ib_.local.clear();
+  for (uint32_t i = 0; i < 8; ++i) {
+    const uint8_t o = i == 0   ? op::kRcReadResponseFirst
+                      : i == 7 ? op::kRcReadResponseLast
+                               : op::kRcReadResponseMiddle;
+    EXPECT_TRUE(b_sends(response(o, 2 + i, 1024, 2)));
+  }
+  ASSERT_EQ(ib_.wan.size(), 2U);  // carried toward A as two 4096-byte responses
+  carry_b_to_a();
+  ASSERT_EQ(ia_.local.size(), 2U);
+  EXPECT_EQ(parse(ia_.local[0]).bth.opcode, op::kRcReadResponseFirst);
+  EXPECT_EQ(parse(ia_.local[0]).bth.psn, 0xFFFFFFU);
+  EXPECT_EQ(parse(ia_.local[0]).payload_len, 4096U);
+  EXPECT_EQ(parse(ia_.local[1]).bth.opcode, op::kRcReadResponseLast);
+  EXPECT_EQ(parse(ia_.local[1]).bth.psn, 0U);
+  EXPECT_EQ(parse(ia_.local[1]).aeth.msn, 2U);
+  ia_.local.clear();
+  // The next request at A's PSN 1 is answered locally: the READ completed.
+  ASSERT_TRUE(a_sends(request_n(op::kRcSendOnly, 1, true, 100, 0)));
+  ASSERT_EQ(ia_.local.size(), 1U);
+  EXPECT_EQ(parse(ia_.local[0]).aeth.syndrome, 0x1F);
+  EXPECT_EQ(parse(ia_.local[0]).bth.psn, 1U);
+  EXPECT_EQ(parse(ia_.local[0]).aeth.msn, 3U);
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 1U);
+  EXPECT_EQ(parse(ib_.local[0]).bth.psn, 10U);  // after the READ's 8 PSNs in B's space
+  EXPECT_EQ(parse(ib_.local[0]).bth.opcode, op::kRcSendOnly);
 }
 
 }  // namespace
