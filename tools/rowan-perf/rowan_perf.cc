@@ -396,7 +396,7 @@ int main(int argc, char** argv) {
   CLI::App app{"rowan-perf: goodput over librowan's message channel (like iperf3)"};
   bool server = false, one = false, json = false;
   std::string host, cc;
-  int port = 5201, streams = 1;
+  int port = 5201, streams = 1, idle_ms = 0;
   double duration = 10, rate = 0, rtt = 0;
   size_t msg_len = size_t{128} * 1024;
   app.add_flag("-s,--server", server, "run as server");
@@ -411,6 +411,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", rate, "expected path rate in bit/s (sizes buffers); default 1e9");
   app.add_option("--rtt", rtt, "expected RTT in seconds; default: measured");
   app.add_flag("-J,--json", json, "client: one JSON object on stdout");
+  app.add_option("--idle-timeout", idle_ms,
+                 "ms of silence from the peer before a channel fails (keepalives keep a quiet "
+                 "one open); -1: never; default 15000");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -426,6 +429,7 @@ int main(int argc, char** argv) {
   if (!cc.empty()) o.cc = cc.c_str();
   o.rate_bps = rate;
   o.rtt_s = rtt;
+  o.idle_timeout_ms = idle_ms;
   if (server) return run_server(port, one, o);
   return run_client(host, port, duration, streams, msg_len, json, o);
 }

@@ -221,7 +221,10 @@ typedef struct rowan_channel_options {
   uint32_t max_datagram; /* UDP payload bytes; 0: 1472 */
   uint32_t max_queued_sends; /* messages queued at once; 0: 1024 */
   int handshake_timeout_ms;  /* rowan_connect; 0: 5000 */
-  int idle_timeout_ms;       /* silence from the peer while data is unacknowledged; 0: 15000 */
+  int idle_timeout_ms;       /* silence from the peer before the channel fails; 0: 15000,
+                              < 0: never. After a third of it without news the channel
+                              sends a keepalive, which the peer answers when it polls:
+                              an end that does not poll for two thirds of it looks gone. */
 } rowan_channel_options;
 
 /* Fills `o` with the defaults (all zero / NULL). */
@@ -268,7 +271,9 @@ ROWAN_API int rowan_channel_post_recv(rowan_channel* ch, void* buf, size_t capac
  * happens): receives, timers, sends, and callbacks. Returns the number of
  * callbacks run (>= 0, returning as soon as one ran), ROWAN_ERR_CLOSED when
  * the peer closed and everything received was delivered, ROWAN_ERR_TIMEOUT
- * when the peer went silent for idle_timeout_ms with data unacknowledged. */
+ * when the peer stayed silent for idle_timeout_ms (keepalives unanswered:
+ * it went away; pending sends and receives complete with ROWAN_ERR_CLOSED
+ * and the channel only awaits rowan_channel_close). */
 ROWAN_API int rowan_channel_poll(rowan_channel* ch, int timeout_ms);
 /* Polls until every queued send completed (ROWAN_OK), or `timeout_ms`
  * passed (ROWAN_ERR_TIMEOUT), or the channel failed. */

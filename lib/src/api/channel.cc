@@ -78,6 +78,7 @@ ChannelParams channel_params(const rowan_channel_options* o) {
   if (o->max_queued_sends != 0) p.max_queued_sends = o->max_queued_sends;
   if (o->handshake_timeout_ms > 0) p.handshake_timeout_ms = o->handshake_timeout_ms;
   if (o->idle_timeout_ms > 0) p.idle_timeout_ms = o->idle_timeout_ms;
+  if (o->idle_timeout_ms < 0) p.idle_timeout_ms = 0;  // disabled
   return p;
 }
 
@@ -91,30 +92,44 @@ namespace api = rowan::api;
 
 rowan_channel::rowan_channel(const api::ChannelParams& p, const rowan::io::UdpEndpoint& bind,
                              const rowan::io::UdpEndpoint& peer, uint64_t connection_id)
-    : params_(p), peer_(peer), id_(connection_id) {
+    : clock_(own_clock_), params_(p), peer_(peer), id_(connection_id) {
   rowan::io::UdpUringOptions io;
   io.bind = bind;
   io.peer = peer;
   io.max_datagram = p.max_datagram;
-  io_ = std::make_unique<rowan::io::UdpUringIo>(io);
+  udp_ = std::make_unique<rowan::io::UdpUringIo>(io);
+  io_ = udp_.get();
+  init_transport(connection_id);
+}
+
+rowan_channel::rowan_channel(const api::ChannelParams& p, rowan::io::PacketIo& io,
+                             const rowan::Clock& clock, const rowan::io::UdpEndpoint& peer,
+                             uint64_t connection_id)
+    : clock_(clock), params_(p), peer_(peer), id_(connection_id), io_(&io) {
+  init_transport(connection_id);
+}
+
+void rowan_channel::init_transport(uint64_t connection_id) {
   rowan::transport::TransportConfig cfg;
   cfg.connection_id = connection_id;
-  cfg.link_rate = rowan::BitsPerSec::from_bps(static_cast<uint64_t>(p.rate_bps));
-  cfg.base_rtt = Duration::from_seconds(p.rtt_s);
-  cfg.max_datagram = p.max_datagram;
-  if (!p.cc.empty()) cfg.cc = p.cc;
+  cfg.link_rate = rowan::BitsPerSec::from_bps(static_cast<uint64_t>(params_.rate_bps));
+  cfg.base_rtt = Duration::from_seconds(params_.rtt_s);
+  cfg.max_datagram = params_.max_datagram;
+  if (!params_.cc.empty()) cfg.cc = params_.cc;
   const TimePoint now = clock_.now();
   conn_ = std::make_unique<rowan::transport::Connection>(cfg, clock_, now);
   driver_ = std::make_unique<rowan::transport::Driver>(*conn_, *io_);
   last_rx_time_ = now;
+  last_ping_ = now;
 }
 
 rowan_channel::~rowan_channel() = default;
 
 int rowan_channel::local_port() const {
+  if (!udp_) return -1;
   sockaddr_storage a{};
   socklen_t len = sizeof a;
-  if (getsockname(io_->fd(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return -1;
+  if (getsockname(udp_->fd(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return -1;
   if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
   return ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
 }
@@ -221,9 +236,23 @@ bool rowan_channel::peer_done() const {
          (rx_header_got_ == 0 || rx_got_ < rx_len_ || recvs_.empty());
 }
 
+TimePoint rowan_channel::keepalive(TimePoint now) {
+  if (params_.idle_timeout_ms <= 0 || conn_->closed()) return TimePoint::infinite();
+  const Duration every =
+      Duration::from_ms(params_.idle_timeout_ms) / api::kKeepalivesPerIdleTimeout;
+  if (now - std::max(last_rx_time_, last_ping_) >= every) {
+    conn_->ping();
+    last_ping_ = now;
+    ++keepalives_sent_;
+  }
+  return std::max(last_rx_time_, last_ping_) + every;
+}
+
 int rowan_channel::step(TimePoint now, TimePoint* next) {
+  // A keepalive queued here leaves in this pass.
+  const TimePoint ping_due = keepalive(now);
   push_sends(now);
-  *next = driver_->poll(now);
+  *next = std::min(driver_->poll(now), ping_due);
   push_sends(now);
   int n = complete_sends();
   n += pull_recvs(now);
@@ -269,17 +298,19 @@ int rowan_channel::poll(int timeout_ms) {
       fail_all(ROWAN_ERR_CLOSED);
       return ROWAN_ERR_CLOSED;
     }
-    if (conn_->unacked_bytes() > 0 &&
+    // Silence from the peer (keepalives unanswered): it is gone.
+    if (params_.idle_timeout_ms > 0 &&
         now - last_rx_time_ > Duration::from_ms(params_.idle_timeout_ms)) {
       fail_all(ROWAN_ERR_TIMEOUT);
       return ROWAN_ERR_TIMEOUT;
     }
     if (now >= deadline) return 0;
+    if (!udp_) return 0;  // a test's PacketIo: the test advances time itself
     // Sleep until the transport's next timer, the deadline, or a datagram;
     // at most 100 ms so the idle check runs.
     TimePoint wake = std::min(next, deadline);
     wake = std::min(wake, now + Duration::from_ms(100));
-    if (wake > now) io_->wait(wake - now);
+    if (wake > now) udp_->wait(wake - now);
   }
 }
 

@@ -16,6 +16,13 @@
 // Message framing on the stream: 8-byte header (u32 little-endian length,
 // u32 reserved zero), then the bytes.
 //
+// Liveness: a channel that has heard nothing from its peer for a third of
+// idle_timeout_ms sends a keepalive (a transport PING, which the peer's
+// transport acknowledges); after idle_timeout_ms of silence the channel fails
+// with ROWAN_ERR_TIMEOUT, so a server notices a client that went away (or a
+// hello whose client never came) and frees the channel. Both ends only answer
+// while their application polls.
+//
 // Threading: one thread at a time per channel/listener (the C API's rule).
 #pragma once
 
@@ -63,8 +70,11 @@ struct ChannelParams {
   uint32_t max_datagram = 1472;
   uint32_t max_queued_sends = 1024;
   int handshake_timeout_ms = 5000;
-  int idle_timeout_ms = 15000;
+  int idle_timeout_ms = 15000;  ///< 0: no keepalives, never times out
 };
+
+/// Keepalives go out after this fraction of the idle timeout without news.
+inline constexpr int64_t kKeepalivesPerIdleTimeout = 3;
 ChannelParams channel_params(const rowan_channel_options* o);
 
 /// Client side of the handshake, then the channel. `rtt_given`: keep
@@ -80,6 +90,11 @@ struct rowan_channel {
   /// Throws std::system_error (socket, ring) or cc::CcParamError (cc name).
   rowan_channel(const rowan::api::ChannelParams& p, const rowan::io::UdpEndpoint& bind,
                 const rowan::io::UdpEndpoint& peer, uint64_t connection_id);
+  /// Tests: runs over `io` (not owned) on `clock`; poll() never sleeps (a
+  /// FakeClock test calls poll(0) and advances the clock itself).
+  rowan_channel(const rowan::api::ChannelParams& p, rowan::io::PacketIo& io,
+                const rowan::Clock& clock, const rowan::io::UdpEndpoint& peer,
+                uint64_t connection_id);
   ~rowan_channel();
   rowan_channel(const rowan_channel&) = delete;
   rowan_channel& operator=(const rowan_channel&) = delete;
@@ -94,7 +109,10 @@ struct rowan_channel {
   const rowan::io::UdpEndpoint& peer() const { return peer_; }
   /// The UDP port the data socket is bound to.
   int local_port() const;
-  int fd() const { return io_->fd(); }
+  int fd() const { return udp_ ? udp_->fd() : -1; }
+  /// Keepalive PINGs sent so far.
+  uint64_t keepalives_sent() const { return keepalives_sent_; }
+  rowan::transport::Connection& connection() { return *conn_; }
 
  private:
   struct PendingSend {
@@ -112,19 +130,25 @@ struct rowan_channel {
     rowan_recv_cb cb;
     void* user;
   };
+  void init_transport(uint64_t connection_id);
   /// One pass of transport work at `now`; returns callbacks run and sets *next.
   int step(rowan::TimePoint now, rowan::TimePoint* next);
+  /// Queues a PING when the peer has been quiet for a keepalive interval;
+  /// returns when the next one would be due (infinite when disabled).
+  rowan::TimePoint keepalive(rowan::TimePoint now);
   void push_sends(rowan::TimePoint now);
   int pull_recvs(rowan::TimePoint now);
   int complete_sends();
   int fail_all(int status);
   bool peer_done() const;
 
-  rowan::MonotonicClock clock_;
+  rowan::MonotonicClock own_clock_;
+  const rowan::Clock& clock_;
   rowan::api::ChannelParams params_;
   rowan::io::UdpEndpoint peer_;
   uint64_t id_;
-  std::unique_ptr<rowan::io::UdpUringIo> io_;
+  std::unique_ptr<rowan::io::UdpUringIo> udp_;  // null over a test's PacketIo
+  rowan::io::PacketIo* io_ = nullptr;
   std::unique_ptr<rowan::transport::Connection> conn_;
   std::unique_ptr<rowan::transport::Driver> driver_;
   std::deque<PendingSend> sends_;
@@ -137,6 +161,8 @@ struct rowan_channel {
   uint64_t rx_got_ = 0;
   uint64_t last_rx_packets_ = 0;
   rowan::TimePoint last_rx_time_;
+  rowan::TimePoint last_ping_;
+  uint64_t keepalives_sent_ = 0;
   uint64_t messages_sent_ = 0, messages_received_ = 0, bytes_sent_ = 0, bytes_received_ = 0;
   bool failed_ = false;
   int fail_status_ = ROWAN_OK;

@@ -221,6 +221,10 @@ void Connection::close(uint16_t code, TimePoint now) noexcept {
   close_code_ = code;
 }
 
+void Connection::ping() noexcept {
+  if (!closed_ && probes_pending_ == 0) probes_pending_ = 1;
+}
+
 // ---------------------------------------------------------------------------
 // Receive path
 

@@ -151,6 +151,10 @@ class Connection {
   Bytes send_buffer_capacity() const noexcept { return send_capacity_; }
   /// Sends CLOSE and stops the connection.
   void close(uint16_t code, TimePoint now) noexcept;
+  /// Keepalive: the next poll_send sends one ack-eliciting PING even with
+  /// nothing else to send (or rides on the next data packet); the peer's ACK
+  /// of it is a sign of life. No-op once closed or while a probe is pending.
+  void ping() noexcept;
   bool closed() const noexcept { return closed_; }
   bool peer_closed() const noexcept { return peer_closed_; }
 
