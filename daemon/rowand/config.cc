@@ -697,6 +697,15 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
     }
   }
   r.integer("mtu", local.mtu, local.address.version == 6 ? 1280 : 576, 9600);
+  r.integer("roce_mtu", local.roce_mtu, 0, 4096);
+  if (local.roce_mtu != 0 &&
+      (local.roce_mtu < 256 || (local.roce_mtu & (local.roce_mtu - 1)) != 0)) {
+    r.error(
+        r.get("roce_mtu"), "roce_mtu",
+        fmt::format("{} is not a RoCE path MTU (256, 512, 1024, 2048 or 4096; 0: as negotiated)",
+                    local.roce_mtu));
+    local.roce_mtu = 0;
+  }
   auto ring = [&](std::string_view key, uint16_t& out) {
     uint16_t v = out;
     r.integer(key, v, 64, 32768);

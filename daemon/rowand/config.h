@@ -58,6 +58,9 @@ struct LocalConfig {
   uint8_t prefix_len6 = 64;  ///< its subnet (hosts resolved by neighbour discovery)
   std::optional<std::array<uint8_t, 6>> mac;  ///< default: the port's MAC
   uint32_t mtu = 4200;  ///< largest local IP packet (4096-byte RoCE payload + headers)
+  /// Split mode: the RoCE path MTU the site's hosts run (256..4096); the
+  /// gateways re-segment between sites that differ. 0: as negotiated.
+  uint32_t roce_mtu = 0;
   uint16_t rx_ring = 1024;
   uint16_t tx_ring = 1024;
   /// This gateway's X25519 private key (base64, `rowanctl genkey`; mode 0600).
