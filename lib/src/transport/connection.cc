@@ -430,6 +430,13 @@ Duration Connection::pto_base() const {
   return rtt_.smoothed() + std::max(rtt_.rttvar() * 4, cfg_.timer_granularity) + cfg_.max_ack_delay;
 }
 
+Duration Connection::backed_off_pto() const {
+  const Duration base = pto_base();
+  const Duration pto = base * (int64_t{1} << std::min<uint32_t>(pto_count_, 16));
+  if (cfg_.max_pto.is_zero()) return pto;
+  return std::min(pto, std::max(cfg_.max_pto, base));
+}
+
 void Connection::trim_sent(TimePoint now) {
   const Duration retire = pto_base() * 2;
   while (first_pn_ < next_pn_) {
@@ -745,8 +752,7 @@ void Connection::on_timeout(TimePoint now) noexcept {
     return;
   }
   if (ack_eliciting_in_flight_ > 0 && probes_pending_ == 0) {
-    const Duration pto = pto_base() * (int64_t{1} << std::min<uint32_t>(pto_count_, 16));
-    if (last_ack_eliciting_sent_ + pto <= now) on_pto(now);
+    if (last_ack_eliciting_sent_ + backed_off_pto() <= now) on_pto(now);
   }
 }
 
@@ -757,8 +763,7 @@ TimePoint Connection::next_timeout() const noexcept {
   if (unacked_eliciting_ > 0) t = std::min(t, ack_deadline_);
   t = std::min(t, loss_time_);
   if (ack_eliciting_in_flight_ > 0) {
-    const Duration pto = pto_base() * (int64_t{1} << std::min<uint32_t>(pto_count_, 16));
-    t = std::min(t, last_ack_eliciting_sent_ + pto);
+    t = std::min(t, last_ack_eliciting_sent_ + backed_off_pto());
   }
   const bool control = max_data_pending_ || !msd_pending_.empty();
   if ((has_stream_data() || control) &&

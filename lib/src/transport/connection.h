@@ -57,8 +57,12 @@ struct TransportConfig {
   Duration timer_granularity = Duration::from_us(100);
   uint32_t packet_threshold = 3;  ///< RFC 9002 kPacketThreshold
   uint32_t ptos_before_rto = 1;   ///< PTO expiries (TLPs) before an RTO
-  bool integrity_check = true;    ///< CRC-32C in the tag room while unencrypted
-  bool elide_payload = false;     ///< simulator only: STREAM bytes counted, not carried
+  /// Cap on the backed-off probe timeout (never below one un-backed-off PTO),
+  /// so a path back from a long outage is probed within it instead of after
+  /// 2^k PTOs (a 30 s flap would otherwise wait up to 25 s more). Zero: no cap.
+  Duration max_pto = Duration::zero();
+  bool integrity_check = true;  ///< CRC-32C in the tag room while unencrypted
+  bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried
 };
 
 /// Counters and gauges of a connection (exported as metrics later).
@@ -267,6 +271,7 @@ class Connection {
   void on_pto(TimePoint now);
   void on_rto(TimePoint now);
   Duration pto_base() const;
+  Duration backed_off_pto() const;  ///< pto_base() × 2^pto_count_, capped by max_pto
   void set_loss_timer();
   void queue_retx(Stream& s);
 

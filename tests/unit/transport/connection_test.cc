@@ -153,6 +153,54 @@ TEST(Connection, RtoFiresDuringBlackholeAndTransferResumes) {
   EXPECT_EQ(t.reader.bad, 0U);
 }
 
+// A 20 s outage (a WAN flap): without a cap the backed-off probe timeout
+// leaves the healed path unused for many seconds (here the 9th RTO falls
+// 31 s after the cut, 11 s after healing); with max_pto = 1 s the
+// first probe after the outage goes out within about a second and the
+// transfer resumes. Returns the time from healing to the next byte delivered.
+Duration resume_after_outage(Duration max_pto, uint64_t* rtos) {
+  TransportConfig c = test_config();
+  c.max_pto = max_pto;
+  Pair p(c, Duration::from_ms(10));
+  Transfer t(p, 8'000'000);
+  p.run_until([&] { return p.b.stats().stream_bytes_received > 500'000; }, Duration::from_s(5));
+  io::Impairment dead;
+  dead.delay = Duration::from_ms(10);
+  dead.loss = 1.0;
+  p.link.set_impairment(0, dead);
+  p.link.set_impairment(1, dead);
+  p.run_until([] { return false; }, Duration::from_s(20));
+  *rtos = p.a.stats().rtos;
+  const uint64_t before = p.b.stats().stream_bytes_received;
+  io::Impairment ok;
+  ok.delay = Duration::from_ms(10);
+  p.link.set_impairment(0, ok);
+  p.link.set_impairment(1, ok);
+  const TimePoint healed = p.clock.now();
+  EXPECT_TRUE(p.run_until([&] { return p.b.stats().stream_bytes_received > before; },
+                          Duration::from_s(120)));
+  const Duration gap = p.clock.now() - healed;
+  EXPECT_TRUE(t.run(Duration::from_s(120)));
+  EXPECT_EQ(t.reader.bad, 0U);
+  return gap;
+}
+
+TEST(Connection, CappedProbeTimeoutResumesRightAfterALongOutage) {
+  uint64_t rtos_capped = 0, rtos_uncapped = 0;
+  const Duration capped = resume_after_outage(Duration::from_s(1), &rtos_capped);
+  const Duration uncapped = resume_after_outage(Duration::zero(), &rtos_uncapped);
+  std::printf(
+      "resume after a 20 s outage: capped %.3f s (%llu RTOs), uncapped %.3f s (%llu RTOs)\n",
+      capped.seconds(), static_cast<unsigned long long>(rtos_capped), uncapped.seconds(),
+      static_cast<unsigned long long>(rtos_uncapped));
+  EXPECT_LE(capped, Duration::from_ms(1100));
+  EXPECT_GT(uncapped, Duration::from_s(5)) << "the cap made no difference: test is moot";
+  // About one probe a second during the outage, not a flood.
+  EXPECT_GE(rtos_capped, 15U);
+  EXPECT_LE(rtos_capped, 30U);
+  EXPECT_LT(rtos_uncapped, rtos_capped);
+}
+
 // Which stream ids a datagram from a to b carries data for.
 std::set<uint64_t> streams_in(const uint8_t* d, uint32_t len) {
   std::set<uint64_t> out;
