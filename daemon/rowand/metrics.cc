@@ -68,6 +68,8 @@ void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
   a.rekeys += b.rekeys;
   a.peer_restarts += b.peer_restarts;
   a.transport_resets += b.transport_resets;
+  a.outages += b.outages;
+  a.outage_total += b.outage_total;
   add_hist(a.rtt, b.rtt);
   add_hist(a.queue_delay, b.queue_delay);
   for (size_t i = 0; i < a.drops.size(); ++i) a.drops[i] += b.drops[i];
@@ -328,8 +330,8 @@ class Collector final : public prometheus::Collectable {
     const Labels l{{"peer", p.peer}, {"link", p.link}};
     auto d = [](uint64_t v) { return static_cast<double>(v); };
     f.gauge("rowan_peer_up",
-            "1 while the peer is reachable: its link-security session is up, or (insecure links) "
-            "a datagram arrived within the last 5 s.",
+            "1 while the peer is reachable: a datagram (keepalives are sent every second) arrived "
+            "within the last 3 s and, on an encrypted link, its session is up.",
             l, p.up ? 1 : 0);
     f.gauge("rowan_peer_last_receive_timestamp_seconds",
             "Unix time of the last datagram from the peer (0: none yet).", l,
@@ -414,6 +416,13 @@ class Collector final : public prometheus::Collectable {
     f.counter("rowan_peer_transport_resets_total",
               "Transports dropped and recreated because the peer restarted.", l,
               d(p.transport_resets));
+    f.counter("rowan_peer_outages_total",
+              "Times the peer fell silent for more than 3 s (keepalives are sent every second).", l,
+              d(p.outages));
+    f.counter("rowan_peer_outage_seconds_total",
+              "Seconds the peer was silent in outages, from the last datagram before each to the "
+              "first after it (an outage under way counts up to now).",
+              l, p.outage_total.seconds());
     for (size_t i = 0; i < p.drops.size(); ++i) {
       f.counter("rowan_peer_transport_drops_total",
                 "Datagrams from the peer the transport dropped, by reason.",

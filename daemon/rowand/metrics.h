@@ -56,6 +56,9 @@ struct PeerMetrics {
   uint64_t ecn_marks = 0;  ///< CE marks the gateway applied to this peer's flows
   // Link security (docs/link-security.md); all zero on an insecure link.
   uint64_t handshakes = 0, rekeys = 0, peer_restarts = 0, transport_resets = 0;
+  // Outages (peer_health.h): silences longer than PeerHealth::kDeadAfter.
+  uint64_t outages = 0;
+  Duration outage_total;  ///< finished outages plus the one under way
   LatencyHistogram rtt, queue_delay;
   static constexpr size_t kDropReasons = 9;
   static const char* const kDropNames[kDropReasons];  ///< transport drop reasons

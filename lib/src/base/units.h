@@ -6,6 +6,7 @@
 // exact and never overflows.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <limits>
 
