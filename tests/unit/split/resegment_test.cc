@@ -244,8 +244,10 @@ TEST_F(ResegmentTest, ReadSpansAndResponsesMapBackToTheRequesterSpace) {
     const uint8_t o = i == 0   ? op::kRcReadResponseFirst
                       : i == 9 ? op::kRcReadResponseLast
                                : op::kRcReadResponseMiddle;
-    const Bytes chunk(data.begin() + i * 1024,
-                      data.begin() + std::min<size_t>(10000, (i + 1) * 1024));
+    const size_t from = size_t{i} * 1024;
+    const Bytes chunk(
+        data.begin() + static_cast<std::ptrdiff_t>(from),
+        data.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(10000, from + 1024)));
     ASSERT_TRUE(respond(build(o, 901 + i, chunk, false, 2)));
   }
   ASSERT_EQ(out_.size(), 3U);
@@ -273,8 +275,10 @@ TEST_F(ResegmentTest, ReadSpansAndResponsesMapBackToTheRequesterSpace) {
     const uint8_t o = i == 0   ? op::kRcReadResponseFirst
                       : i == 9 ? op::kRcReadResponseLast
                                : op::kRcReadResponseMiddle;
-    const Bytes chunk(data.begin() + i * 1024,
-                      data.begin() + std::min<size_t>(10000, (i + 1) * 1024));
+    const size_t from = size_t{i} * 1024;
+    const Bytes chunk(
+        data.begin() + static_cast<std::ptrdiff_t>(from),
+        data.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(10000, from + 1024)));
     ASSERT_TRUE(respond(build(o, 901 + i, chunk, false, 2)));
   }
   EXPECT_EQ(out_.size(), 3U);
