@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   rowan::sim::Scenario s;
   s.cc = std::string(rowan::cc::kDefaultAlgorithm);
   std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",
-              duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample;
+              duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample, jitter = "0s",
+              host_delay = "0s";
   std::vector<std::string> params, steps;
   bool json = false, list = false;
   app.add_option("--cc", s.cc, "congestion control (default: the flagship, as rowand)");
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
   app.add_option("--mss", s.mss, "datagram bytes (default 9000 at >= 1 Gbit/s, else 1500)");
   app.add_option("--ack-every", s.ack_every, "ack-eliciting packets per ACK")
       ->check(CLI::Range(1, 64));
+  app.add_option("--jitter", jitter,
+                 "extra one-way delay after the bottleneck, uniform in [0, J], no reordering");
+  app.add_option("--host-delay", host_delay,
+                 "hosts wake late by uniform [0, D] for timers and arrivals (batched)");
   app.add_flag("--verify", s.verify, "carry real payload and check every byte (slower)");
   app.add_option("--series", s.series_path, "write per-flow throughput and queue delay CSV");
   app.add_option("--sample-interval", sample,
@@ -102,6 +107,8 @@ int main(int argc, char** argv) {
     s.stagger = rowan::cc::parse_duration(stagger);
     s.duration = rowan::cc::parse_duration(duration);
     s.warmup = rowan::cc::parse_duration(warmup);
+    s.jitter = rowan::cc::parse_duration(jitter);
+    s.host_delay = rowan::cc::parse_duration(host_delay);
     if (!sample.empty()) s.sample_interval = rowan::cc::parse_duration(sample);
     if (!rtts.empty())
       for (const auto& t : split(rtts, ',')) s.flow_rtts.push_back(rowan::cc::parse_duration(t));

@@ -137,6 +137,7 @@ struct Flow {
   std::unique_ptr<Pipe> fwd, rev;  // to the receiver, to the sender
   uint64_t rx_bytes = 0, rx_after_warmup = 0, rx_after_all = 0, rx_at_sample = 0;
   uint64_t tx_written = 0;
+  TimePoint fwd_last;  // latest forward delivery time (jitter never reorders)
   uint64_t verify_errors = 0;
   std::vector<double> recent;  // throughput of the last samples (bit/s)
   double converge_s = -1;
@@ -215,6 +216,12 @@ class Simulation {
   void sample();
   bool admit(Flow& f, uint32_t wire_len, TimePoint* depart);
   bool random_loss();
+  /// How late an endpoint wakes up (host_delay); zero on a clean host.
+  Duration lateness() {
+    if (s_.host_delay.ns() <= 0) return Duration::zero();
+    return Duration::from_ns(
+        static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.host_delay.ns())));
+  }
   Endpoint& endpoint(uint32_t idx) {
     Flow& f = flows_[idx / 2];
     return idx % 2 == 0 ? f.snd : f.rcv;
@@ -348,6 +355,12 @@ void Simulation::service(Endpoint& ep) {
       if (ep.sender) {
         if (!admit(f, out_[i].wire_len, &at)) continue;
         at += f.rtt / 2;
+        if (s_.jitter.ns() > 0) {
+          at += Duration::from_ns(
+              static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
+          at = std::max(at, f.fwd_last);
+          f.fwd_last = at;
+        }
       } else {
         at = now + (f.rtt - f.rtt / 2);
       }
@@ -363,7 +376,8 @@ void Simulation::service(Endpoint& ep) {
   if (next != ep.scheduled) {
     ep.scheduled = next;
     ++ep.gen;
-    if (!next.is_infinite()) push(next, kTimer, endpoint_index(ep), static_cast<uint32_t>(ep.gen));
+    if (!next.is_infinite())
+      push(next + lateness(), kTimer, endpoint_index(ep), static_cast<uint32_t>(ep.gen));
   }
 }
 
@@ -456,7 +470,12 @@ Result Simulation::run() {
         break;
       }
       case kPipe:
-        deliver(flows_[ev.idx], ev.aux == 1);
+        // A late host handles the arrival (and whatever arrived meanwhile) later.
+        if ((ev.aux & 2U) == 0 && s_.host_delay.ns() > 0) {
+          push(ev.at + lateness(), kPipe, ev.idx, ev.aux | 2U);
+          break;
+        }
+        deliver(flows_[ev.idx], (ev.aux & 1U) == 1);
         break;
       case kSample:
         sample();
@@ -553,6 +572,8 @@ std::string to_json(const Scenario& s, const Result& r) {
   j["loss"] = s.loss;
   j["duration_s"] = s.duration.seconds();
   j["warmup_s"] = s.warmup.seconds();
+  j["jitter_s"] = s.jitter.seconds();
+  j["host_delay_s"] = s.host_delay.seconds();
   j["tail_drops"] = r.tail_drops;
   j["random_drops"] = r.random_drops;
   j["packets"] = r.packets;

@@ -35,6 +35,13 @@ struct Scenario {
   // Gilbert–Elliott burst loss (0 = off): per packet, good→bad with p_gb,
   // bad→good with p_bg; loss probability loss_bad in bad, loss_good in good.
   double ge_p_gb = 0.0, ge_p_bg = 0.0, ge_loss_bad = 1.0, ge_loss_good = 0.0;
+  // Real-path noise (what a software host or an emulated WAN adds; a clean
+  // simulator has none of it, which is how the flagship once met every
+  // simulated target and collapsed on the testbed):
+  Duration jitter;      ///< extra one-way delay after the bottleneck, uniform in [0, jitter],
+                        ///< never reordering (as rowan-wanem and netem with a rate)
+  Duration host_delay;  ///< each wake-up of an endpoint (a timer, an arrival) is late by
+                        ///< uniform [0, host_delay]; arrivals meanwhile are handled in one batch
   double buffer_bdp = 1.0;  ///< bottleneck buffer as a multiple of rate × rtt ...
   Bytes buffer_bytes = 0;   ///< ... or in bytes when non-zero
   int flows = 1;

@@ -4,9 +4,10 @@
 
 namespace rowan::transport {
 
-Driver::Driver(Connection& conn, io::PacketIo& io, uint32_t burst)
+Driver::Driver(Connection& conn, io::PacketIo& io, uint32_t burst, const Clock* clock)
     : conn_(conn),
       io_(io),
+      clock_(clock),
       dgram_(std::max(conn.config().max_datagram, io.max_datagram())),
       rx_mem_(static_cast<size_t>(burst) * dgram_),
       tx_mem_(static_cast<size_t>(burst) * dgram_),
@@ -28,6 +29,9 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     tx_count_ -= sent;
   }
   for (;;) {
+    // Once per burst: datagrams that arrive while earlier bursts are being
+    // processed must not carry the time the pass began.
+    if (clock_ != nullptr) now = std::max(now, clock_->now());
     const size_t n = io_.recv_burst(std::span(rx_.data(), rx_.size()), now);
     for (size_t i = 0; i < n; ++i) conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now);
     if (n < rx_.size()) break;
