@@ -29,6 +29,7 @@ constexpr int64_t kNoiseGain = 4;
 constexpr int64_t kNoiseRttDiv = 40;
 constexpr Duration kNoiseFixed = Duration::from_us(750);
 constexpr Duration kQuantumTime = Duration::from_us(25);
+constexpr Duration kMaxQuantumTime = Duration::from_ms(1);
 constexpr Bytes kMaxQuantum = 64 * 1024ULL;
 
 // r × f / kOne, in 128 bits, saturating.
@@ -168,12 +169,24 @@ Duration Rowan::noise_floor() const {
   // Bounded by the queueing budget (a share of the base RTT plus a fixed part
   // for the scheduling noise of end hosts), so a noiseless path keeps its
   // small target and a noisy one can never justify a large queue.
-  const Duration limit = std::min(base_rtt_ / kNoiseRttDiv + kNoiseFixed, base_rtt_ / 4);
-  return std::min(rtt_noise_ * kNoiseGain, limit);
+  return std::min(rtt_noise_ * kNoiseGain, noise_ceiling(base_rtt_));
+}
+
+Duration Rowan::noise_ceiling(Duration base) {
+  return std::min(base / kNoiseRttDiv + kNoiseFixed, base / 4);
 }
 
 Bytes Rowan::send_quantum() const {
-  return std::clamp(rate_.bytes_in(kQuantumTime), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
+  // A burst of up to base RTT / 16 at the pacing rate, at most 1 ms (Linux's
+  // TSO autosizing and BBR use ~1 ms): a software host whose event loop wakes
+  // late by a few hundred microseconds can release only one quantum per
+  // wake-up, so a 25 us quantum (2 packets) capped a 100 Mbit/s flow at a
+  // fraction of its pacing rate, and the rate then followed the delivered
+  // rate down. Short paths keep short bursts (their queue budget is small).
+  const Duration t = base_rtt_.is_zero()
+                         ? kQuantumTime
+                         : std::clamp(base_rtt_ / 16, kQuantumTime, kMaxQuantumTime);
+  return std::clamp(rate_.bytes_in(t), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
 }
 
 void Rowan::set_cwnd() {
@@ -196,7 +209,17 @@ void Rowan::on_packet_sent(const SentEvent& ev) {
 void Rowan::update_rtt(const AckEvent& ev) {
   if (ev.rtt.is_zero()) return;
   srtt_ = srtt_.is_zero() ? ev.rtt : srtt_ + (ev.rtt - srtt_) / 8;
-  min_rtt_.update(ev.rtt, ev.now);
+  // The base RTT filter takes the median of the last three samples: a host
+  // that timestamps an ACK late or early (a busy event loop, a preempted
+  // thread) produces single samples far below the path's real minimum, and a
+  // windowed minimum would keep such an outlier for its whole window — every
+  // later sample would then read as standing queue.
+  const Duration a = recent_rtt_[0].is_zero() ? ev.rtt : recent_rtt_[0];
+  const Duration b = recent_rtt_[1].is_zero() ? ev.rtt : recent_rtt_[1];
+  const Duration med = std::max(std::min(a, b), std::min(std::max(a, b), ev.rtt));
+  recent_rtt_[0] = recent_rtt_[1];
+  recent_rtt_[1] = ev.rtt;
+  min_rtt_.update(med, ev.now);
   const Duration measured = min_rtt_.get();
   const Duration hint = hints_.base_rtt;
   // The configured base RTT is a floor the path cannot beat: use it while the

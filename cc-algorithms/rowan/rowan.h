@@ -84,6 +84,9 @@ class Rowan final : public CongestionController {
   /// The part of the target that covers RTT measurement noise (0 on a
   /// noiseless path).
   Duration noise_floor() const;
+  /// The most RTT noise a path with base RTT `base` may claim as target:
+  /// min(base/40 + 750 us, base/4), within the queueing budget 0.05·base + 1 ms.
+  static Duration noise_ceiling(Duration base);
   /// The capacity the flow scales against: the hinted link rate, or the
   /// windowed-max delivery rate.
   BitsPerSec capacity() const;
@@ -107,8 +110,9 @@ class Rowan final : public CongestionController {
   Bytes cwnd_;
   // RTT state.
   Duration srtt_;
-  Duration rtt_noise_;  ///< mean excess of the standing RTT over the round's min
-  Duration base_rtt_;   ///< propagation estimate: min RTT (hint-aware)
+  Duration recent_rtt_[2];  ///< the two previous RTT samples (median-of-3 for the base RTT)
+  Duration rtt_noise_;      ///< mean excess of the standing RTT over the round's min
+  Duration base_rtt_;       ///< propagation estimate: min RTT (hint-aware)
   TimeMinFilter<Duration, TimePoint, Duration> min_rtt_;
   TimeMinFilter<Duration, TimePoint, Duration> standing_rtt_;
   Duration queue_;  ///< standing RTT − base RTT

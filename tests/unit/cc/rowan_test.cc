@@ -279,6 +279,55 @@ TEST(Rowan, RttJitterIsNotQueue) {
   }
 }
 
+// A host that stamps an ACK early (an event loop that read the clock before a
+// long receive pass, a preempted thread) gives single RTT samples far below
+// the path's minimum. The base RTT must not take such an outlier: a windowed
+// minimum would keep it for 10 s and read every later sample as queue (on the
+// emulated testbed: 1.7 ms under a 20 ms path, and the rate fell to ~3%).
+TEST(Rowan, LoneLowRttOutlierIsNotTheBaseRtt) {
+  rowan::test::FakeClock clock{TimePoint::zero()};
+  const Duration rtt = Duration::from_ms(20);
+  auto r = make(clock, BitsPerSec::zero(), Duration::zero());  // no hints: measured only
+  test::AckDriver d(*r, kMss, at(Duration::from_ms(1)));
+  for (int i = 0; i < 20; ++i) {
+    d.advance(Duration::from_us(500));
+    d.ack(2, rtt, BitsPerSec::zero(), i % 10 == 0);
+  }
+  EXPECT_EQ(r->base_rtt(), rtt);
+  d.advance(Duration::from_us(500));
+  d.ack(2, rtt - Duration::from_ms(2));  // one early-stamped sample
+  for (int i = 0; i < 5; ++i) {
+    d.advance(Duration::from_us(500));
+    d.ack(2, rtt);
+  }
+  EXPECT_EQ(r->base_rtt(), rtt);
+  EXPECT_EQ(r->queue_delay(), Duration::zero());
+  // A real drop of the path delay (three samples and more) is taken.
+  for (int i = 0; i < 3; ++i) {
+    d.advance(Duration::from_us(500));
+    d.ack(2, rtt - Duration::from_ms(1));
+  }
+  EXPECT_EQ(r->base_rtt(), rtt - Duration::from_ms(1));
+}
+
+// The send quantum is ~1 ms of the pacing rate on long paths (a host that
+// wakes up late can catch up within a quantum; 25 us, i.e. 2 packets at
+// 100 Mbit/s, capped the flow at what 2 packets per wake-up deliver), and
+// stays short on short paths, whose queue budget is small.
+TEST(Rowan, SendQuantumFollowsTheBaseRtt) {
+  rowan::test::FakeClock clock{TimePoint::zero()};
+  const BitsPerSec link = BitsPerSec::from_mbps(100);
+  Rowan::Config cfg;
+  cfg.startup_fraction = Rowan::kOne;  // starts at the link rate
+  auto r = make(clock, link, Duration::from_ms(20), cfg);
+  ASSERT_EQ(r->rate(), link);
+  EXPECT_GE(r->send_quantum(), r->rate().bytes_in(Duration::from_us(900)));
+  EXPECT_LE(r->send_quantum(), r->rate().bytes_in(Duration::from_us(1100)) + 2 * kMss);
+  auto s = make(clock, BitsPerSec::from_gbps(10), Duration::from_us(200));
+  EXPECT_LE(s->send_quantum(),
+            std::max<Bytes>(s->rate().bytes_in(Duration::from_us(25)), 2 * kMss));
+}
+
 TEST(RowanParams, ParsesAndRejects) {
   rowan::test::FakeClock clock;
   PathHints hints;
