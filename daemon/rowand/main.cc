@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -114,7 +115,12 @@ int run(const rowan::gw::GatewayConfig& cfg) {
   using namespace rowan;
   gw::ControlPlaneMetrics control_metrics(gw::unix_now());
   sd_notify(0, "STATUS=starting the DPDK EAL");
-  gw::init_eal(cfg.eal, {cfg.local.device});
+  // One EAL for the local port and every dpdk WAN link (dpdk_wan_io.h).
+  std::vector<std::string> devices{cfg.local.device};
+  for (const auto& link : cfg.wan.links) {
+    if (link.backend == gw::WanBackend::kDpdk) devices.push_back(link.device);
+  }
+  gw::init_eal(cfg.eal, devices);
   int rc = 0;
   {
     const uint32_t frame = cfg.local.mtu + 14 + 4;

@@ -9,6 +9,9 @@
 # 0600) and gives each config its peer's public key, so the WAN links are
 # encrypted (docs/link-security.md). ROWAN_INSECURE=1 runs them in plaintext
 # (local.insecure = true) instead, e.g. to measure the cost of encryption.
+# WAN backend dpdk: the link is a DPDK net_af_packet vdev on wan0 instead of
+# the UDP socket; rowand owns wan0's address (answers ARP, resolves the peer)
+# and the kernel keeps none there.
 
 # find_rowand: prints the rowand binary (ROWAN_ROWAND, or the build dir).
 find_rowand() {
@@ -31,10 +34,11 @@ find_rowanctl() {
   echo "$bin"
 }
 
-# gateways_start RATE RTT CC: configures both gateway namespaces for rowand and
-# starts one daemon in each; waits until both answer on their control sockets.
+# gateways_start RATE RTT CC [WAN_BACKEND]: configures both gateway namespaces
+# for rowand and starts one daemon in each; waits until both answer on their
+# control sockets. WAN_BACKEND: udp (default) or dpdk.
 gateways_start() {
-  local rate=$1 rtt=$2 cc=${3:-rowan}
+  local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp}
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
@@ -45,7 +49,7 @@ gateways_start() {
     pub[$site]=$("$rowanctl" pubkey <"$state_dir/rowand-$site.key") || die "rowanctl pubkey failed"
   done
   local -A peer_of=([a]=b [b]=a)
-  local secure_args
+  local secure_args backend_args
   for site in a b; do
     ns=rowan-$site-gw
     # rowand owns lan0 and its address; the kernel must neither answer ARP
@@ -58,8 +62,16 @@ gateways_start() {
     else
       secure_args=(-e "s|^public_key = .*|public_key = \"${pub[${peer_of[$site]}]}\"|")
     fi
+    backend_args=()
+    if [[ $wan_backend == dpdk ]]; then
+      # rowand answers ARP for wan0's address; the kernel must not (nor send
+      # ICMP port-unreachable for the link's datagrams).
+      in_ns "$ns" ip addr flush dev wan0
+      backend_args=(-e 's|^backend = "udp"|backend = "dpdk"\ndevice = "net_af_packet1,iface=wan0"|'
+        -e 's|^no_huge = true.*|&\nmemory_mb = 256|')
+    fi
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
-      -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" \
+      -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" "${backend_args[@]}" \
       "$top/config/two-site/$site.toml" >"$cfg"
     "$rowand" --check-config -c "$cfg" >&2 || die "rowand rejects $cfg"
     mkdir -p "/run/rowan/$site"

@@ -1,0 +1,398 @@
+// The DPDK WAN backend (daemon/rowand/dpdk_wan_io.h) on a real port: a
+// net_af_packet vdev on one end of a veth pair inside a network namespace this
+// test creates, the Linux kernel on the other end. The kernel is the peer that
+// checks our frames: it answers our ARP, ARPs for our address, and its UDP
+// stack (the io_uring UDP backend, UdpUringIo) accepts our datagrams only
+// when the IPv4 and UDP checksums are right. Crafted frames sent from a raw
+// AF_PACKET socket on the kernel's end must be dropped under their reasons.
+//
+// Needs root (namespaces, AF_PACKET); skips without it. Polls with a
+// deadline: the kernel runs on its own time, so there is no fake clock here.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/clock.h"
+#include "codec/bytes.h"
+#include "dpdk_wan_io.h"
+#include "io/udp_uring.h"
+#include "tools/shell.h"
+
+namespace rowan::gw {
+namespace {
+
+using test::shell;
+
+const std::string kNs = "rowan-dwt-" + std::to_string(getpid());
+constexpr uint16_t kDpdkPort = 47910;
+constexpr uint16_t kKernelPort = 47911;
+
+/// The namespace, the veth pair and the EAL, once per test process.
+class Env : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (geteuid() != 0) {
+      skip_ = "needs root (network namespace, AF_PACKET)";
+      return;
+    }
+    const std::string ns = "ip netns exec " + kNs + " ";
+    const int rc =
+        shell("ip netns add " + kNs + " && " + ns + "ip link set lo up && " + ns +
+              "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
+              "net.ipv6.conf.default.disable_ipv6=1 && " +
+              ns + "ip link add dw0 type veth peer name dw1 && " + ns +
+              "ethtool -K dw0 tx off rx off tso off gso off gro off >/dev/null && " + ns +
+              "ethtool -K dw1 tx off rx off tso off gso off gro off >/dev/null && " + ns +
+              "ip link set dw0 up && " + ns + "ip link set dw1 up && " + ns +
+              "ip addr add 198.18.99.2/24 dev dw1")
+            .status;
+    made_ns_ = true;
+    ASSERT_EQ(rc, 0) << "could not build the namespace " << kNs;
+    const int fd = open(("/run/netns/" + kNs).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(setns(fd, CLONE_NEWNET), 0);  // before the EAL starts its threads
+    close(fd);
+    EalConfig eal;
+    eal.file_prefix = kNs;
+    eal.no_huge = true;
+    eal.memory_mb = 256;
+    init_eal(eal, {"net_af_packet0,iface=dw0"});
+    eal_ = true;
+  }
+  void TearDown() override {
+    if (eal_) cleanup_eal();
+    if (made_ns_) shell("ip netns del " + kNs + " 2>/dev/null");
+  }
+  static const char* skip() { return skip_.empty() ? nullptr : skip_.c_str(); }
+
+ private:
+  static inline std::string skip_;
+  bool made_ns_ = false;
+  bool eal_ = false;
+};
+
+roce::IpAddr ip4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+  roce::IpAddr x;
+  x.version = 4;
+  x.bytes[0] = a;
+  x.bytes[1] = b;
+  x.bytes[2] = c;
+  x.bytes[3] = d;
+  return x;
+}
+
+DpdkWanOptions options() {
+  DpdkWanOptions o;
+  o.device = "net_af_packet0,iface=dw0";
+  o.address = ip4(198, 18, 99, 1);
+  o.prefix_len = 24;
+  o.port = kDpdkPort;
+  o.peer = ip4(198, 18, 99, 2);
+  o.peer_port = kKernelPort;
+  o.mtu = 1500;
+  o.nb_mbufs = 2047;
+  return o;
+}
+
+void fill(std::vector<uint8_t>& b, uint32_t seed) {
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(seed * 131 + i * 7);
+}
+
+class DpdkWanIoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Env::skip() != nullptr) GTEST_SKIP() << Env::skip();
+  }
+  /// Calls `step` until it returns true or 5 s pass.
+  template <typename F>
+  bool poll_until(F step) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      if (step()) return true;
+    }
+    return false;
+  }
+  /// One DpdkWanIo per process: closing its port releases the vdev, so the
+  /// tests share it and compare counters before and after.
+  static DpdkWanIo& wan() {
+    static DpdkWanIo w(options());
+    return w;
+  }
+  MonotonicClock clock_;
+};
+
+TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
+  DpdkWanIo& wan = this->wan();
+  const DpdkWanStats before = wan.wan_stats();
+  const uint64_t rx_before = wan.stats().rx_packets;
+  io::UdpUringOptions ko;
+  ko.bind = io::UdpEndpoint::parse("198.18.99.2:" + std::to_string(kKernelPort));
+  ko.peer = io::UdpEndpoint::parse("198.18.99.1:" + std::to_string(kDpdkPort));
+  io::UdpUringIo kernel(ko);
+  EXPECT_EQ(wan.max_datagram(), 1472U);
+
+  // Resolution: the first sends are dropped while ARP goes out; the kernel's
+  // reply arrives through recv_burst.
+  std::array<uint8_t, 1500> rxmem{};
+  io::RxDatagram rx{rxmem.data(), static_cast<uint32_t>(rxmem.size())};
+  const std::vector<uint8_t> probe(16, 0xAB);
+  ASSERT_TRUE(poll_until([&] {
+    const io::TxDatagram d{probe.data(), static_cast<uint32_t>(probe.size())};
+    wan.send_burst({&d, 1}, clock_.now());
+    wan.recv_burst({&rx, 1}, clock_.now());
+    return wan.resolved();
+  })) << "the kernel never answered ARP";
+  EXPECT_GE(wan.wan_stats().arp_requests_sent, 1U);
+  EXPECT_GE(wan.wan_stats().arp_learned, 1U);
+  EXPECT_GE(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kTxUnresolved)], 1U);
+  // Drain probes that went out after resolution.
+  poll_until([&] { return kernel.recv_burst({&rx, 1}, clock_.now()) == 0; });
+
+  // DPDK -> kernel: sizes from 1 to the MTU's maximum, ECN kept.
+  constexpr int kCount = 64;
+  std::vector<std::vector<uint8_t>> sent(kCount);
+  std::vector<io::TxDatagram> tx(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    sent[i].resize(i == kCount - 1 ? 1472 : 1 + i * 23);
+    fill(sent[i], static_cast<uint32_t>(i));
+    tx[i] = {sent[i].data(), static_cast<uint32_t>(sent[i].size()),
+             i % 2 == 0 ? io::Ecn::kCe : io::Ecn::kEct0};
+  }
+  size_t off = 0;
+  ASSERT_TRUE(poll_until([&] {
+    off += wan.send_burst(std::span(tx).subspan(off), clock_.now());
+    return off == tx.size();
+  }));
+  int got = 0;
+  ASSERT_TRUE(poll_until([&] {
+    if (kernel.recv_burst({&rx, 1}, clock_.now()) == 1) {
+      EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), sent[got]) << "datagram " << got;
+      EXPECT_EQ(rx.ecn, got % 2 == 0 ? io::Ecn::kCe : io::Ecn::kEct0) << "datagram " << got;
+      ++got;
+    }
+    return got == kCount;
+  })) << "the kernel received "
+      << got << " of " << kCount;
+  // Too large for the link: counted, not sent.
+  std::vector<uint8_t> big(1473, 1);
+  const io::TxDatagram bd{big.data(), static_cast<uint32_t>(big.size())};
+  EXPECT_EQ(wan.send_burst({&bd, 1}, clock_.now()), 1U);
+  EXPECT_EQ(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kTxOversize)] -
+                before.drops[static_cast<size_t>(WanDrop::kTxOversize)],
+            1U);
+
+  // Kernel -> DPDK: the kernel ARPs for 198.18.99.1 (we answer) and its UDP
+  // checksums pass our check.
+  shell("ip neigh flush dev dw1 2>/dev/null");
+  std::vector<io::TxDatagram> ktx(kCount);
+  for (int i = 0; i < kCount; ++i) ktx[i] = {sent[i].data(), static_cast<uint32_t>(sent[i].size())};
+  ASSERT_EQ(kernel.send_burst(ktx, clock_.now()), ktx.size());
+  got = 0;
+  ASSERT_TRUE(poll_until([&] {
+    if (wan.recv_burst({&rx, 1}, clock_.now()) == 1) {
+      EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), sent[got]) << "datagram " << got;
+      ++got;
+    }
+    return got == kCount;
+  })) << "we received "
+      << got << " of " << kCount;
+  EXPECT_GE(wan.wan_stats().arp_replies_sent, 1U);
+  EXPECT_EQ(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kBadUdpChecksum)],
+            before.drops[static_cast<size_t>(WanDrop::kBadUdpChecksum)]);
+  EXPECT_EQ(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kBadIpChecksum)],
+            before.drops[static_cast<size_t>(WanDrop::kBadIpChecksum)]);
+  EXPECT_EQ(wan.stats().rx_packets - rx_before, static_cast<uint64_t>(kCount));
+}
+
+/// Crafted frames from a raw socket on dw1 toward the vdev's MAC.
+class Injector {
+ public:
+  explicit Injector(const std::array<uint8_t, 6>& to) : to_(to) {
+    fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_ifindex = static_cast<int>(if_nametoindex("dw1"));
+    sll.sll_halen = 6;
+    std::memcpy(sll.sll_addr, to.data(), 6);
+    addr_ = sll;
+  }
+  ~Injector() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Injector(const Injector&) = delete;
+  Injector& operator=(const Injector&) = delete;
+  bool ok() const { return fd_ >= 0 && addr_.sll_ifindex > 0; }
+
+  /// A valid Ethernet/IPv4/UDP frame from 198.18.99.2:kKernelPort to us.
+  std::vector<uint8_t> frame(const std::vector<uint8_t>& payload) const {
+    std::vector<uint8_t> f(14 + 20 + 8 + payload.size());
+    uint8_t* e = f.data();
+    std::memcpy(e, to_.data(), 6);
+    const std::array<uint8_t, 6> src = {0x02, 0, 0, 0, 0x99, 2};
+    std::memcpy(e + 6, src.data(), 6);
+    wire::store_be16(e + 12, 0x0800);
+    uint8_t* ip = e + 14;
+    ip[0] = 0x45;
+    wire::store_be16(ip + 2, static_cast<uint16_t>(28 + payload.size()));
+    ip[8] = 64;
+    ip[9] = 17;
+    const std::array<uint8_t, 8> addrs = {198, 18, 99, 2, 198, 18, 99, 1};
+    std::memcpy(ip + 12, addrs.data(), 8);
+    uint8_t* udp = ip + 20;
+    wire::store_be16(udp, kKernelPort);
+    wire::store_be16(udp + 2, kDpdkPort);
+    wire::store_be16(udp + 4, static_cast<uint16_t>(8 + payload.size()));
+    std::memcpy(udp + 8, payload.data(), payload.size());
+    fix(f);
+    return f;
+  }
+  /// Recomputes the IPv4 header and UDP checksums (big-endian arithmetic).
+  static void fix(std::vector<uint8_t>& f) {
+    uint8_t* ip = f.data() + 14;
+    wire::store_be16(ip + 10, 0);
+    wire::store_be16(ip + 10, static_cast<uint16_t>(~sum(ip, 20, 0)));
+    const uint32_t ulen = wire::load_be16(ip + 2) - 20U;
+    uint8_t* udp = ip + 20;
+    wire::store_be16(udp + 6, 0);
+    uint32_t pseudo = 17 + ulen;
+    for (int i = 12; i < 20; i += 2) pseudo += wire::load_be16(ip + i);
+    auto ck = static_cast<uint16_t>(~sum(udp, ulen, pseudo));
+    wire::store_be16(udp + 6, ck == 0 ? 0xFFFF : ck);
+  }
+  static uint16_t sum(const uint8_t* p, uint32_t n, uint32_t s) {
+    for (uint32_t i = 0; i + 1 < n; i += 2) s += wire::load_be16(p + i);
+    if ((n & 1U) != 0) s += static_cast<uint32_t>(p[n - 1]) << 8;
+    while ((s >> 16) != 0) s = (s & 0xFFFF) + (s >> 16);
+    return static_cast<uint16_t>(s);
+  }
+  bool send(const std::vector<uint8_t>& f) {
+    return sendto(fd_, f.data(), f.size(), 0, reinterpret_cast<const sockaddr*>(&addr_),
+                  sizeof addr_) == static_cast<ssize_t>(f.size());
+  }
+
+ private:
+  std::array<uint8_t, 6> to_;
+  int fd_ = -1;
+  sockaddr_ll addr_{};
+};
+
+TEST_F(DpdkWanIoTest, DropsMalformedFramesByReason) {
+  DpdkWanIo& wan = this->wan();
+  Injector inj(wan.port().mac());
+  // Nothing else is in flight: take what is queued, then count from here.
+  std::array<uint8_t, 1500> rxmem{};
+  io::RxDatagram rx{rxmem.data(), static_cast<uint32_t>(rxmem.size())};
+  while (wan.recv_burst({&rx, 1}, clock_.now()) != 0) {
+  }
+  const DpdkWanStats before = wan.wan_stats();
+  const uint64_t truncated_before = wan.stats().rx_truncated;
+  ASSERT_TRUE(inj.ok());
+  const std::vector<uint8_t> payload(100, 0x5A);
+  const auto good = inj.frame(payload);
+
+  std::vector<std::pair<WanDrop, std::vector<uint8_t>>> bad;
+  auto with = [&](auto change) {
+    auto f = good;
+    change(f);
+    return f;
+  };
+  bad.emplace_back(WanDrop::kBadIpChecksum, with([](auto& f) { f[14 + 10] ^= 0x55; }));
+  bad.emplace_back(WanDrop::kBadUdpChecksum, with([](auto& f) { f[14 + 28 + 5] ^= 0x01; }));
+  bad.emplace_back(WanDrop::kWrongPort, with([](auto& f) {
+                     wire::store_be16(f.data() + 14 + 22, 9999);
+                     Injector::fix(f);
+                   }));
+  bad.emplace_back(WanDrop::kWrongSource, with([](auto& f) {
+                     wire::store_be16(f.data() + 14 + 20, 9999);
+                     Injector::fix(f);
+                   }));
+  bad.emplace_back(WanDrop::kWrongSource, with([](auto& f) {
+                     f[14 + 15] = 77;  // source 198.18.99.77
+                     Injector::fix(f);
+                   }));
+  // No kFragment case: net_af_packet's socket joins a fanout group with
+  // PACKET_FANOUT_FLAG_DEFRAG, so the kernel holds a lone fragment and
+  // reassembles complete sets before the port sees them.
+  bad.emplace_back(WanDrop::kNotUdp, with([](auto& f) {
+                     f[14 + 9] = 6;
+                     Injector::fix(f);
+                   }));
+  bad.emplace_back(WanDrop::kNotForUs, with([](auto& f) {
+                     f[14 + 19] = 3;  // to 198.18.99.3
+                     Injector::fix(f);
+                   }));
+  bad.emplace_back(WanDrop::kNotForUs, with([](auto& f) { f[5] ^= 0x10; }));  // another MAC
+  bad.emplace_back(WanDrop::kMalformedIp, with([](auto& f) { f[14] = 0x65; }));
+  bad.emplace_back(WanDrop::kRunt, with([](auto& f) {
+                     wire::store_be16(f.data() + 14 + 2, 1400);  // longer than the frame
+                   }));
+  bad.emplace_back(WanDrop::kRunt, with([](auto& f) { f.resize(30); }));
+  bad.emplace_back(WanDrop::kUnsupportedL2,
+                   with([](auto& f) { wire::store_be16(f.data() + 12, 0x86DD); }));
+  bad.emplace_back(WanDrop::kMalformedArp, with([](auto& f) {
+                     wire::store_be16(f.data() + 12, 0x0806);  // an "ARP" of UDP bytes
+                   }));
+  std::array<uint64_t, static_cast<size_t>(WanDrop::kCount)> want{};
+  for (const auto& [why, f] : bad) {
+    ASSERT_TRUE(inj.send(f));
+    ++want[static_cast<size_t>(why)];
+  }
+  ASSERT_TRUE(inj.send(good));
+
+  size_t got = 0;
+  ASSERT_TRUE(poll_until([&] {
+    got += wan.recv_burst({&rx, 1}, clock_.now());
+    return got == 1;
+  }));
+  EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), payload);
+  // The good frame went last, so every bad one has been looked at.
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (static_cast<WanDrop>(i) == WanDrop::kTxUnresolved) continue;
+    EXPECT_EQ(wan.wan_stats().drops[i] - before.drops[i], want[i]) << kWanDropNames[i];
+  }
+  // A datagram larger than the caller's buffer is dropped as truncated.
+  auto big = inj.frame(std::vector<uint8_t>(1000, 7));
+  ASSERT_TRUE(inj.send(big));
+  ASSERT_TRUE(inj.send(good));
+  std::array<uint8_t, 200> small{};
+  io::RxDatagram srx{small.data(), static_cast<uint32_t>(small.size())};
+  got = 0;
+  ASSERT_TRUE(poll_until([&] {
+    got += wan.recv_burst({&srx, 1}, clock_.now());
+    return got == 1;
+  }));
+  EXPECT_EQ(srx.len, payload.size());
+  EXPECT_EQ(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kTruncated)] -
+                before.drops[static_cast<size_t>(WanDrop::kTruncated)],
+            1U);
+  EXPECT_EQ(wan.stats().rx_truncated - truncated_before, 1U);
+}
+
+TEST_F(DpdkWanIoTest, RejectsAnOffLinkPeerWithoutNextHop) {
+  DpdkWanOptions o = options();
+  o.peer = ip4(198, 19, 5, 5);
+  EXPECT_THROW(DpdkWanIo{o}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace rowan::gw
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(
+      new rowan::gw::Env);  // NOLINT(cppcoreguidelines-owning-memory)
+  return RUN_ALL_TESTS();
+}
