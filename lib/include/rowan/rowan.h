@@ -309,6 +309,46 @@ ROWAN_API uint64_t rowan_channel_id(const rowan_channel* ch);
  * truncated to len). */
 ROWAN_API int rowan_channel_peer(const rowan_channel* ch, char* buf, size_t len);
 
+/* ---- Link security for channels (optional) ----------------------------- */
+/*
+ * A channel opened with keys runs rowand's link security under its
+ * transport (docs/link-security.md): static X25519 keys, a 1-RTT handshake,
+ * every datagram sealed with AES-256-GCM and checked against replay, keys
+ * rotated every 2 minutes. Only the holder of the private key behind
+ * peer_public_key completes the handshake. The channel's own HELLO/ACCEPT
+ * exchange stays plaintext (ports, connection id, rate, RTT, CC name).
+ * Keys are raw 32-byte X25519 keys; `rowanctl genkey` and `rowanctl pubkey`
+ * print base64 ones (the `wg genkey` format) that rowan_key_from_base64 reads.
+ */
+#define ROWAN_KEY_BYTES 32
+
+typedef struct rowan_channel_keys {
+  uint8_t private_key[ROWAN_KEY_BYTES];     /* this end's static private key */
+  uint8_t peer_public_key[ROWAN_KEY_BYTES]; /* the one peer this end talks to */
+} rowan_channel_keys;
+
+/* A fresh private key (OpenSSL's random generator) and its public key. */
+ROWAN_API int rowan_key_generate(uint8_t private_key[ROWAN_KEY_BYTES],
+                                 uint8_t public_key[ROWAN_KEY_BYTES]);
+/* The public key of `private_key`. */
+ROWAN_API int rowan_key_public(const uint8_t private_key[ROWAN_KEY_BYTES],
+                               uint8_t public_key[ROWAN_KEY_BYTES]);
+/* Decodes base64 of 32 bytes (44 characters, surrounding whitespace
+ * ignored) into `key`; ROWAN_ERR_INVALID for anything else. */
+ROWAN_API int rowan_key_from_base64(const char* text, uint8_t key[ROWAN_KEY_BYTES]);
+
+/* rowan_listen with link security: each accepted channel talks only to the
+ * holder of keys->peer_public_key (a client with other keys never completes
+ * the key handshake, so its channel times out); a hello without security is
+ * rejected. */
+ROWAN_API int rowan_listen_secure(const char* bind_address, const rowan_channel_options* o,
+                                  const rowan_channel_keys* keys, rowan_listener** out);
+/* rowan_connect with link security; returns once the key handshake
+ * completed. ROWAN_ERR_PROTOCOL when it did not within handshake_timeout_ms
+ * (wrong keys on either side) or when the server runs without security. */
+ROWAN_API int rowan_connect_secure(const char* server_address, const rowan_channel_options* o,
+                                   const rowan_channel_keys* keys, rowan_channel** out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <system_error>
 
@@ -51,6 +52,7 @@ void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]) {
   put_u64(out + 24, h.rate_bps);
   put_u64(out + 32, h.rtt_ns);
   std::memcpy(out + 40, h.cc, sizeof h.cc - 1);
+  out[63] = h.flags;
 }
 
 bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
@@ -65,6 +67,7 @@ bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
   h->rtt_ns = get_u64(data + 32);
   std::memcpy(h->cc, data + 40, sizeof h->cc);
   h->cc[sizeof h->cc - 1] = '\0';
+  h->flags = data[63];
   return true;
 }
 
@@ -99,8 +102,24 @@ rowan_channel::rowan_channel(const api::ChannelParams& p, const rowan::io::UdpEn
   io.max_datagram = p.max_datagram;
   udp_ = std::make_unique<rowan::io::UdpUringIo>(io);
   io_ = udp_.get();
+  if (p.secure) {
+    // Handshake timestamps are wall-clock time (they must keep increasing
+    // across restarts), the transport's time is monotonic.
+    timespec wall{};
+    clock_gettime(CLOCK_REALTIME, &wall);
+    const TimePoint now = clock_.now();
+    rowan::crypto::SecureIoOptions so;
+    so.private_key = p.private_key;
+    so.peer_public = p.peer_public;
+    so.wall_offset =
+        Duration::from_ns(static_cast<int64_t>(wall.tv_sec) * 1000000000 + wall.tv_nsec - now.ns());
+    secure_ = std::make_unique<rowan::crypto::SecureIo>(*udp_, so, now);
+    io_ = secure_.get();
+  }
   init_transport(connection_id);
 }
+
+bool rowan_channel::secure_ready() const { return !secure_ || secure_->has_session(clock_.now()); }
 
 rowan_channel::rowan_channel(const api::ChannelParams& p, rowan::io::PacketIo& io,
                              const rowan::Clock& clock, const rowan::io::UdpEndpoint& peer,
@@ -114,11 +133,11 @@ void rowan_channel::init_transport(uint64_t connection_id) {
   cfg.connection_id = connection_id;
   cfg.link_rate = rowan::BitsPerSec::from_bps(static_cast<uint64_t>(params_.rate_bps));
   cfg.base_rtt = Duration::from_seconds(params_.rtt_s);
-  cfg.max_datagram = params_.max_datagram;
+  cfg.max_datagram = std::min(params_.max_datagram, io_->max_datagram());
   if (!params_.cc.empty()) cfg.cc = params_.cc;
   const TimePoint now = clock_.now();
   conn_ = std::make_unique<rowan::transport::Connection>(cfg, clock_, now);
-  driver_ = std::make_unique<rowan::transport::Driver>(*conn_, *io_);
+  driver_ = std::make_unique<rowan::transport::Driver>(*conn_, *io_, 32, &clock_);
   last_rx_time_ = now;
   last_ping_ = now;
 }
@@ -468,6 +487,14 @@ int rowan_listener::accept(int timeout_ms, rowan_channel** out) {
       continue;
     }
     api::ChannelParams p = params_;
+    if (((h.flags & api::kHandshakeFlagSecure) != 0) != params_.secure) {
+      api::Handshake reject;
+      reject.type = api::HandshakeType::kReject;
+      reject.nonce = h.nonce;
+      reject.flags = params_.secure ? api::kHandshakeFlagSecure : 0;
+      send_to(fd_, reject, from, from_len);
+      continue;
+    }
     if (p.cc.empty()) p.cc = h.cc;
     // The client's BDP basis, so both ends agree on windows and buffers.
     if (h.rate_bps > 0) p.rate_bps = static_cast<double>(h.rate_bps);
@@ -476,6 +503,7 @@ int rowan_listener::accept(int timeout_ms, rowan_channel** out) {
     reply.nonce = h.nonce;
     reply.rate_bps = static_cast<uint64_t>(p.rate_bps);
     reply.rtt_ns = static_cast<uint64_t>(p.rtt_s * 1e9);
+    reply.flags = params_.secure ? api::kHandshakeFlagSecure : 0;
     std::memcpy(reply.cc, h.cc, sizeof reply.cc);
     rowan_channel* ch = nullptr;
     try {
@@ -534,6 +562,7 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
   hello.nonce = random_u64();
   hello.rate_bps = static_cast<uint64_t>(params.rate_bps);
   hello.rtt_ns = rtt_given ? static_cast<uint64_t>(params.rtt_s * 1e9) : 0;
+  hello.flags = params.secure ? kHandshakeFlagSecure : 0;
   std::strncpy(hello.cc, params.cc.c_str(), sizeof hello.cc - 1);
 
   const MonotonicClock clock;
@@ -574,7 +603,11 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
     return ROWAN_ERR_UNREACHABLE;
   }
   if (reply.type == HandshakeType::kReject) {
-    *error = server + " rejected the channel (congestion controller '" + params.cc + "'?)";
+    if (((reply.flags & kHandshakeFlagSecure) != 0) != params.secure) {
+      *error = server + (params.secure ? " runs without link security" : " requires link security");
+    } else {
+      *error = server + " rejected the channel (congestion controller '" + params.cc + "'?)";
+    }
     return ROWAN_ERR_PROTOCOL;
   }
   // The server's choice of rate and RTT (its default RTT unless we gave one).
@@ -592,6 +625,18 @@ int connect_channel(const std::string& server, const ChannelParams& params, bool
   } catch (const std::exception& e) {
     *error = e.what();
     return ROWAN_ERR_INVALID;
+  }
+  // With link security, the channel is ready once the key handshake is done.
+  rowan_channel* ch = *out;
+  const TimePoint key_deadline = clock.now() + Duration::from_ms(params.handshake_timeout_ms);
+  while (!ch->secure_ready()) {
+    const int rc = clock.now() >= key_deadline ? ROWAN_ERR_PROTOCOL : ch->poll(20);
+    if (rc < 0) {
+      delete ch;
+      *out = nullptr;
+      *error = "the key handshake with " + server + " did not complete (wrong keys?)";
+      return ROWAN_ERR_PROTOCOL;
+    }
   }
   return ROWAN_OK;
 }

@@ -13,6 +13,13 @@
 //   A lost ACCEPT is recovered by the client repeating HELLO (the server
 //   answers a repeated nonce from the same address with the same ACCEPT).
 //
+// Link security (rowan_listen_secure/rowan_connect_secure): a crypto::SecureIo
+// with the caller's static keys wraps the channel's UDP socket, so every
+// transport datagram is sealed (AES-256-GCM, anti-replay, rekeying) exactly
+// as on rowand's WAN links. HELLO and ACCEPT carry flags (byte 63, bit 0:
+// secure); a server rejects a hello whose flag differs from its own, and a
+// secure client returns only once the key handshake completed.
+//
 // Message framing on the stream: 8-byte header (u32 little-endian length,
 // u32 reserved zero), then the bytes.
 //
@@ -35,6 +42,8 @@
 
 #include "../../include/rowan/rowan.h"
 #include "base/clock.h"
+#include "crypto/keys.h"
+#include "crypto/secure_io.h"
 #include "io/udp_uring.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
@@ -45,6 +54,7 @@ inline constexpr uint32_t kHandshakeMagic = 0x48435752;  // "RWCH" little-endian
 inline constexpr uint8_t kHandshakeVersion = 1;
 inline constexpr size_t kHandshakeSize = 64;
 inline constexpr size_t kMessageHeader = 8;
+inline constexpr uint8_t kHandshakeFlagSecure = 1;
 
 enum class HandshakeType : uint8_t { kHello = 1, kAccept = 2, kReject = 3 };
 
@@ -55,7 +65,8 @@ struct Handshake {
   uint64_t rate_bps = 0;   ///< the transport's BDP basis: rate ...
   uint64_t rtt_ns = 0;     ///< ... and RTT (HELLO: 0 = the server's default)
   uint16_t data_port = 0;  ///< ACCEPT: the server's port for the transport
-  char cc[24] = {};
+  uint8_t flags = 0;       ///< kHandshakeFlagSecure
+  char cc[23] = {};
 };
 
 void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]);
@@ -71,6 +82,9 @@ struct ChannelParams {
   uint32_t max_queued_sends = 1024;
   int handshake_timeout_ms = 5000;
   int idle_timeout_ms = 15000;  ///< 0: no keepalives, never times out
+  bool secure = false;          ///< link security with the keys below
+  crypto::Key private_key{};
+  crypto::Key peer_public{};
 };
 
 /// Keepalives go out after this fraction of the idle timeout without news.
@@ -110,6 +124,8 @@ struct rowan_channel {
   /// The UDP port the data socket is bound to.
   int local_port() const;
   int fd() const { return udp_ ? udp_->fd() : -1; }
+  /// Without link security: true. With it: a session key to send on exists.
+  bool secure_ready() const;
   /// Keepalive PINGs sent so far.
   uint64_t keepalives_sent() const { return keepalives_sent_; }
   rowan::transport::Connection& connection() { return *conn_; }
@@ -147,7 +163,8 @@ struct rowan_channel {
   rowan::api::ChannelParams params_;
   rowan::io::UdpEndpoint peer_;
   uint64_t id_;
-  std::unique_ptr<rowan::io::UdpUringIo> udp_;  // null over a test's PacketIo
+  std::unique_ptr<rowan::io::UdpUringIo> udp_;       // null over a test's PacketIo
+  std::unique_ptr<rowan::crypto::SecureIo> secure_;  // link security over udp_
   rowan::io::PacketIo* io_ = nullptr;
   std::unique_ptr<rowan::transport::Connection> conn_;
   std::unique_ptr<rowan::transport::Driver> driver_;

@@ -19,6 +19,7 @@
 #include "api/channel.h"
 #include "api/qp_attrs.h"
 #include "api/telemetry.h"
+#include "crypto/keys.h"
 
 namespace {
 
@@ -383,6 +384,78 @@ int rowan_connect(const char* server_address, const rowan_channel_options* o, ro
   return guarded([&] {
     std::string err;
     const int rc = rowan::api::connect_channel(server_address, rowan::api::channel_params(o),
+                                               o != nullptr && o->rtt_s > 0, out, &err);
+    if (rc != ROWAN_OK) return fail(rc, err);
+    return ok();
+  });
+}
+
+namespace {
+
+rowan::api::ChannelParams secure_params(const rowan_channel_options* o,
+                                        const rowan_channel_keys* keys) {
+  rowan::api::ChannelParams p = rowan::api::channel_params(o);
+  p.secure = true;
+  std::memcpy(p.private_key.data(), keys->private_key, ROWAN_KEY_BYTES);
+  std::memcpy(p.peer_public.data(), keys->peer_public_key, ROWAN_KEY_BYTES);
+  return p;
+}
+
+}  // namespace
+
+int rowan_key_generate(uint8_t private_key[ROWAN_KEY_BYTES], uint8_t public_key[ROWAN_KEY_BYTES]) {
+  if (private_key == nullptr || public_key == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    const rowan::crypto::Key k = rowan::crypto::generate_private_key();
+    const rowan::crypto::Key pub = rowan::crypto::public_key(k);
+    std::memcpy(private_key, k.data(), ROWAN_KEY_BYTES);
+    std::memcpy(public_key, pub.data(), ROWAN_KEY_BYTES);
+    return ok();
+  });
+}
+
+int rowan_key_public(const uint8_t private_key[ROWAN_KEY_BYTES],
+                     uint8_t public_key[ROWAN_KEY_BYTES]) {
+  if (private_key == nullptr || public_key == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    rowan::crypto::Key k{};
+    std::memcpy(k.data(), private_key, ROWAN_KEY_BYTES);
+    const rowan::crypto::Key pub = rowan::crypto::public_key(k);
+    rowan::crypto::wipe(k);
+    std::memcpy(public_key, pub.data(), ROWAN_KEY_BYTES);
+    return ok();
+  });
+}
+
+int rowan_key_from_base64(const char* text, uint8_t key[ROWAN_KEY_BYTES]) {
+  if (text == nullptr || key == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    const auto k = rowan::crypto::key_from_base64(text);
+    if (!k) return fail(ROWAN_ERR_INVALID, "not base64 of a 32-byte key");
+    std::memcpy(key, k->data(), ROWAN_KEY_BYTES);
+    return ok();
+  });
+}
+
+int rowan_listen_secure(const char* bind_address, const rowan_channel_options* o,
+                        const rowan_channel_keys* keys, rowan_listener** out) {
+  if (bind_address == nullptr || keys == nullptr || out == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    *out = new rowan_listener(bind_address, secure_params(o, keys));
+    return ok();
+  });
+}
+
+int rowan_connect_secure(const char* server_address, const rowan_channel_options* o,
+                         const rowan_channel_keys* keys, rowan_channel** out) {
+  if (server_address == nullptr || keys == nullptr || out == nullptr)
+    return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    std::string err;
+    const int rc = rowan::api::connect_channel(server_address, secure_params(o, keys),
                                                o != nullptr && o->rtt_s > 0, out, &err);
     if (rc != ROWAN_OK) return fail(rc, err);
     return ok();
