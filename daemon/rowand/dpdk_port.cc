@@ -28,7 +28,11 @@ std::vector<std::string> eal_args(const EalConfig& eal, const std::vector<std::s
   if (!eal.huge_dir.empty()) a.push_back("--huge-dir=" + eal.huge_dir);
   if (eal.no_huge) a.push_back("--no-huge");
   if (eal.in_memory) a.push_back("--in-memory");
-  if (eal.memory_mb > 0) a.push_back("-m=" + std::to_string(eal.memory_mb));
+  // "-m" and its value as two arguments: the EAL reads "-m=256" as atoi("=256") = 0.
+  if (eal.memory_mb > 0) {
+    a.push_back("-m");
+    a.push_back(std::to_string(eal.memory_mb));
+  }
   bool any_pci = false;
   for (const auto& d : devices) {
     if (is_vdev(d)) {
