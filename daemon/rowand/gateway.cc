@@ -228,18 +228,35 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     p->cfg = pc;
     p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
     if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
-    if (p->link->backend != WanBackend::kUdp) {
-      throw std::runtime_error("link " + p->link->name +
-                               ": the dpdk WAN backend is not available in this build; use "
-                               "backend = \"udp\"");
+    io::PacketIo* wan = nullptr;
+    if (p->link->backend == WanBackend::kDpdk) {
+      // dpdk_wan_io.h: the link's port answers for one peer.
+      for (const auto& other : peers_) {
+        if (other->link == p->link) {
+          throw std::runtime_error("link " + p->link->name +
+                                   ": a dpdk WAN link carries one peer; give each its own link");
+        }
+      }
+      DpdkWanOptions o;
+      o.device = p->link->device;
+      o.address = p->link->bind.addr;
+      o.port = p->link->bind.port;
+      o.prefix_len = p->link->prefix_len;
+      o.next_hop = p->link->next_hop;
+      o.peer = pc.endpoint.addr;
+      o.peer_port = pc.endpoint.port;
+      o.mtu = p->link->mtu;
+      p->dpdk = std::make_unique<DpdkWanIo>(o);
+      wan = p->dpdk.get();
+    } else {
+      const uint32_t ip_hdr = p->link->bind.addr.version == 6 ? 40 : 20;
+      io::UdpUringOptions o;
+      o.bind = io::UdpEndpoint::parse(p->link->bind.to_string());
+      o.peer = io::UdpEndpoint::parse(pc.endpoint.to_string());
+      o.max_datagram = p->link->mtu - ip_hdr - 8;
+      p->io = std::make_unique<io::UdpUringIo>(o);
+      wan = p->io.get();
     }
-    const uint32_t ip_hdr = p->link->bind.addr.version == 6 ? 40 : 20;
-    io::UdpUringOptions o;
-    o.bind = io::UdpEndpoint::parse(p->link->bind.to_string());
-    o.peer = io::UdpEndpoint::parse(pc.endpoint.to_string());
-    o.max_datagram = p->link->mtu - ip_hdr - 8;
-    p->io = std::make_unique<io::UdpUringIo>(o);
-    io::PacketIo* wan = p->io.get();
     if (!cfg.local.insecure) {
       const auto peer_key = crypto::key_from_base64(pc.public_key);
       if (!peer_key) {
@@ -250,7 +267,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
       so.private_key = private_key;
       so.peer_public = *peer_key;
       so.wall_offset = wall_offset;
-      p->secure = std::make_unique<crypto::SecureIo>(*p->io, so, now);
+      p->secure = std::make_unique<crypto::SecureIo>(*wan, so, now);
       wan = p->secure.get();
     }
 
@@ -391,7 +408,7 @@ TimePoint Gateway::next_timeout() const noexcept {
 }
 
 void Gateway::idle_wait(Duration d) noexcept {
-  if (peers_.size() == 1) {
+  if (peers_.size() == 1 && peers_.front()->io) {
     peers_.front()->io->wait(d);
     return;
   }
@@ -1007,9 +1024,9 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
     } else {
       peers.back()["encryption"] = "none (insecure)";
     }
-    const io::IoStats& io = p.io->stats();
+    const io::IoStats& io = p.link_io().stats();
     links.push_back(J{{"name", p.link->name},
-                      {"backend", "udp"},
+                      {"backend", p.dpdk ? "dpdk" : "udp"},
                       {"bind", p.link->bind.to_string()},
                       {"peer", p.cfg.name},
                       {"rate_bps", p.link->rate.bps()},
@@ -1020,8 +1037,24 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                       {"rx_packets", io.rx_packets},
                       {"rx_bytes", io.rx_bytes},
                       {"tx_full", io.tx_full},
-                      {"rx_wrong_source", p.io->udp_stats().rx_wrong_source},
-                      {"tx_errors", p.io->udp_stats().tx_errors}});
+                      {"rx_wrong_source", p.io ? p.io->udp_stats().rx_wrong_source : 0},
+                      {"tx_errors", p.io ? p.io->udp_stats().tx_errors : 0}});
+    if (p.dpdk) {  // dpdk_wan_io.h: the port's drops by reason, ARP and device counters
+      const DpdkWanStats& ws = p.dpdk->wan_stats();
+      J drops = J::object();
+      for (size_t i = 0; i < ws.drops.size(); ++i) drops[kWanDropNames[i]] = ws.drops[i];
+      const PortStats ps = p.dpdk->port_stats();
+      links.back()["rx_wrong_source"] = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
+      links.back()["device"] = p.link->device;
+      links.back()["resolved"] = p.dpdk->resolved();
+      links.back()["drops"] = drops;
+      links.back()["arp"] = J{{"requests_sent", ws.arp_requests_sent},
+                              {"replies_sent", ws.arp_replies_sent},
+                              {"learned", ws.arp_learned}};
+      links.back()["port"] =
+          J{{"ipackets", ps.ipackets}, {"opackets", ps.opackets}, {"imissed", ps.imissed},
+            {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
+    }
   }
   int listed = 0;
   for (const Flow& f : flows_.flows()) {

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "crypto/secure_io.h"
 #include "dpdk_port.h"
+#include "dpdk_wan_io.h"
 #include "flow_table.h"
 #include "io/udp_uring.h"
 #include "metrics.h"
@@ -95,7 +96,9 @@ class NeighborTable {
 struct PeerState {
   PeerConfig cfg;
   const WanLinkConfig* link = nullptr;
-  std::unique_ptr<io::UdpUringIo> io;
+  std::unique_ptr<io::UdpUringIo> io;  ///< backend = "udp" (null for dpdk)
+  std::unique_ptr<DpdkWanIo> dpdk;     ///< backend = "dpdk" (null for udp)
+  const io::PacketIo& link_io() const { return io ? static_cast<const io::PacketIo&>(*io) : *dpdk; }
   /// Encrypts the link (docs/link-security.md); null when local.insecure. The
   /// driver runs on it instead of `io`; peer_up()/secure_stats() give the
   /// session state and last handshake.

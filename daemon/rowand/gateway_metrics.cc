@@ -82,14 +82,21 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
                 s.drop_too_many_streams, s.drop_no_buffer,   s.drop_invalid_ack};
     pm.link_rate = p.link->rate;
     pm.link_rtt = p.link->rtt;
-    const io::IoStats& io = p.io->stats();
+    const io::IoStats& io = p.link_io().stats();
     pm.link_tx_packets = io.tx_packets;
     pm.link_tx_bytes = io.tx_bytes;
     pm.link_rx_packets = io.rx_packets;
     pm.link_rx_bytes = io.rx_bytes;
     pm.link_tx_full = io.tx_full;
-    pm.link_tx_errors = p.io->udp_stats().tx_errors;
-    pm.link_rx_wrong_source = p.io->udp_stats().rx_wrong_source;
+    if (p.io) {
+      pm.link_tx_errors = p.io->udp_stats().tx_errors;
+      pm.link_rx_wrong_source = p.io->udp_stats().rx_wrong_source;
+    } else {  // dpdk backend: frames it could not send, and foreign sources
+      const DpdkWanStats& ws = p.dpdk->wan_stats();
+      pm.link_tx_errors = ws.drops[static_cast<size_t>(WanDrop::kTxUnresolved)] +
+                          ws.drops[static_cast<size_t>(WanDrop::kTxOversize)];
+      pm.link_rx_wrong_source = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
+    }
     m.peers.push_back(std::move(pm));
   }
 
