@@ -288,6 +288,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   }
   split_io_ = std::make_unique<GatewaySplitIo>(*this);
   split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
+  split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
   reload(cfg);
   next_housekeeping_ = now;
   window_start_ = now;
