@@ -20,6 +20,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ using test::shell;
 const std::string kNs = "rowan-dwt-" + std::to_string(getpid());
 constexpr uint16_t kDpdkPort = 47910;
 constexpr uint16_t kKernelPort = 47911;
+
+/// The tests' one DpdkWanIo (closing its port releases the vdev, so they
+/// share it); Env closes it before the EAL goes.
+std::unique_ptr<DpdkWanIo>& shared_wan() {
+  static std::unique_ptr<DpdkWanIo> w;
+  return w;
+}
 
 /// The namespace, the veth pair and the EAL, once per test process.
 class Env : public ::testing::Environment {
@@ -73,6 +81,7 @@ class Env : public ::testing::Environment {
     eal_ = true;
   }
   void TearDown() override {
+    shared_wan().reset();
     if (eal_) cleanup_eal();
     if (made_ns_) shell("ip netns del " + kNs + " 2>/dev/null");
   }
@@ -128,8 +137,8 @@ class DpdkWanIoTest : public ::testing::Test {
   /// One DpdkWanIo per process: closing its port releases the vdev, so the
   /// tests share it and compare counters before and after.
   static DpdkWanIo& wan() {
-    static DpdkWanIo w(options());
-    return w;
+    if (!shared_wan()) shared_wan() = std::make_unique<DpdkWanIo>(options());
+    return *shared_wan();
   }
   MonotonicClock clock_;
 };
