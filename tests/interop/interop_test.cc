@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -49,12 +50,17 @@ using nlohmann::json;
 
 /// One way of connecting the sites: a two-site --mode.
 struct Mode {
-  std::string name;  ///< two-site --mode
-  bool gateways;     ///< rowand carries the traffic (its counters must show repairs)
+  std::string name;       ///< two-site --mode
+  bool gateways;          ///< rowand carries the traffic (its counters must show repairs)
+  std::string loss = {};  ///< WAN loss each way (empty: ROWAN_INTEROP_WAN's); set at run time
+                          ///< (`two-site wanem set loss=`) when the mode's testbed is already up
 };
 
 // gtest prints a test's parameter with it.
-[[maybe_unused]] void PrintTo(const Mode& mode, std::ostream* os) { *os << "--mode " << mode.name; }
+[[maybe_unused]] void PrintTo(const Mode& mode, std::ostream* os) {
+  *os << "--mode " << mode.name;
+  if (!mode.loss.empty()) *os << " --loss " << mode.loss;
+}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -92,7 +98,16 @@ class Testbed {
   /// Up for `mode` (tearing down another mode's testbed first). Empty when
   /// up, else why not; a failed boot is not retried for every test.
   std::string ensure(const Mode& mode) {
-    if (mode_ == mode.name) return error_;
+    if (mode_ == mode.name) {
+      // The same testbed at another loss rate: the emulator changes it at run time.
+      if (error_.empty() && !mode.loss.empty() && mode.loss != loss_) {
+        const ShellResult r = shell(script() + " wanem set loss=" + mode.loss + " 2>&1");
+        if (r.status != 0) return "two-site wanem set loss=" + mode.loss + " failed:\n" + r.out;
+        loss_ = mode.loss;
+        wan_ = base_wan() + " --loss " + loss_;
+      }
+      return error_;
+    }
     down();
     if (!lock_) {
       lock_ = std::make_unique<TestbedLock>(std::chrono::seconds(600));
@@ -103,7 +118,9 @@ class Testbed {
     }
     shell(script() + " down >/dev/null 2>&1");
     mode_ = mode.name;
-    const std::string wan = env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%");
+    loss_ = mode.loss;
+    wan_ = base_wan() + (loss_.empty() ? "" : " --loss " + loss_);
+    const std::string& wan = wan_;
     const auto t0 = std::chrono::steady_clock::now();
     const ShellResult r =
         shell(script() + " up --hosts qemu --mode " + mode.name + " " + wan + " 2>&1");
@@ -132,10 +149,16 @@ class Testbed {
   }
 
   double up_seconds() const { return up_s_; }
+  /// The WAN the testbed has now (two-site up arguments).
+  std::string wan() const { return wan_.empty() ? base_wan() : wan_; }
 
  private:
+  static std::string base_wan() { return env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%"); }
+
   std::unique_ptr<TestbedLock> lock_;
   std::string mode_;
+  std::string loss_;
+  std::string wan_;
   std::string error_;
   double up_s_ = 0;
 };
@@ -273,6 +296,34 @@ WanCounters wan_counters(bool gateways) {
   return c;
 }
 
+// Split mode's counters (rowanctl status --json, "split"), summed over both
+// gateways: flows really run split, not silently in passthrough.
+using SplitCounters = std::map<std::string, int64_t>;
+
+SplitCounters split_counters() {
+  SplitCounters c;
+  const std::string ctl = binary_dir() + "/daemon/rowanctl/rowanctl";
+  for (char site : {'a', 'b'}) {
+    const ShellResult r =
+        shell(ctl + " -s /run/rowan/" + site + "/control.sock status --json 2>/dev/null");
+    const json st = json::parse(r.out, nullptr, false);
+    if (r.status != 0 || st.is_discarded() || !st.contains("split")) continue;
+    for (const auto& [key, value] : st["split"].items()) {
+      if (value.is_number_integer()) c[key] += value.get<int64_t>();
+    }
+  }
+  return c;
+}
+
+SplitCounters delta(const SplitCounters& after, const SplitCounters& before) {
+  SplitCounters d;
+  for (const auto& [key, value] : after) {
+    const auto it = before.find(key);
+    d[key] = value - (it == before.end() ? 0 : it->second);
+  }
+  return d;
+}
+
 class InteropTest : public ::testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
@@ -303,6 +354,8 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
                 const std::string& client, bool cm, uint64_t bytes) {
     const char client_site = server_site == 'a' ? 'b' : 'a';
     const WanCounters before = wan_counters(GetParam().gateways);
+    const bool split = GetParam().name == "split";
+    const SplitCounters split_before = split ? split_counters() : SplitCounters{};
     auto srv = std::async(std::launch::async, [&] { return guest(server_site, server); });
     GuestRun c;
     if (cm && !cm_listening(server_site)) {
@@ -317,6 +370,7 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     }
     const GuestRun s = srv.get();
     const WanCounters after = wan_counters(GetParam().gateways);
+    split_ = split ? delta(split_counters(), split_before) : SplitCounters{};
 
     EXPECT_EQ(c.status, 0) << tool << " client failed:\n" << c.out;
     EXPECT_EQ(s.status, 0) << tool << " server failed:\n" << s.out;
@@ -353,7 +407,7 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
         {"wan_dropped", after.wan_dropped - before.wan_dropped},
         {"gw_retransmitted", after.retransmitted - before.retransmitted},
         {"gw_lost", after.lost - before.lost},
-        {"wan", env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%")},
+        {"wan", Testbed::get().wan()},
     };
     // The tool's own figure: perftest's BW average (the larger of client's and
     // server's: under TCG one side sometimes measures 0.00), pingpong's Mbit/s.
@@ -367,8 +421,29 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     // Payload over the client's whole run (connection set-up included): the
     // same measure for every tool.
     if (c.elapsed_s > 0) rec["mb_per_s"] = static_cast<double>(bytes) / 1e6 / c.elapsed_s;
+    if (split) {
+      for (const char* key : {"flows_paired", "flows_egress", "acks_sent", "naks_sent", "cnps_sent",
+                              "acks_consumed", "reoriginated", "fatal"}) {
+        rec["split_" + std::string(key)] = split_[key];
+      }
+    }
     record(rec);
     return c;
+  }
+
+  /// In split mode: the last pair() ran split, not silently in passthrough —
+  /// a gateway paired the flow(s), acknowledged requests itself, and the
+  /// other consumed the responder's ACKs.
+  void expect_ran_split(const std::string& tool) {
+    if (GetParam().name != "split") return;
+    EXPECT_GE(split_["flows_paired"], 1) << tool << ": no flow switched to split mode";
+    EXPECT_GE(split_["flows_egress"], 1) << tool << ": no egress gateway took a flow over";
+    EXPECT_GT(split_["acks_sent"], 0) << tool << ": the ingress gateway acknowledged nothing";
+    EXPECT_GT(split_["acks_consumed"], 0) << tool << ": the egress gateway consumed no ACK";
+    // split_fatal is recorded, not checked: ib_write_bw's server destroys its
+    // QP once the client is done, and the client is done when gateway A has
+    // the data (a local ACK), so gateway B's last packets can meet a QP that
+    // is gone and its retries run out (docs/split-mode.md, "The price").
   }
 
   static void record(const json& rec) {
@@ -391,6 +466,7 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     EXPECT_NE(c.out.find(std::to_string(n) + " iters in"), std::string::npos)
         << "ibv_rc_pingpong did not report " << n << " iterations:\n"
         << c.out;
+    expect_ran_split("ibv_rc_pingpong");
   }
 
   // A perftest bandwidth test over the TCP exchange (or RDMA CM with -R).
@@ -409,7 +485,11 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
         << tool << " printed no result row:\n"
         << c.out;
     EXPECT_EQ(std::stoi(m[1].str()), n) << tool << " did not complete its iterations:\n" << c.out;
+    // READs travel end to end: nothing for a split gateway to acknowledge.
+    if (tool != "ib_read_bw") expect_ran_split(tool + " " + extra);
   }
+
+  SplitCounters split_;  ///< split counters' change over the last pair() (split mode)
 };
 
 TEST_P(InteropTest, RcPingpongDataCheckAToB) { rc_pingpong('b'); }
@@ -456,6 +536,51 @@ TEST_P(InteropTest, RpingVerified) {
     ++seen;
   }
   EXPECT_EQ(seen, count) << "rping printed " << seen << " of " << count << " pings:\n" << c.out;
+  expect_ran_split("rping");
+}
+
+// A wrong R_Key reaches the requester as an error completion, not as silent
+// success (tests/interop/rkey_error_peer.py, pyverbs in the guests): a READ
+// with a wrong R_Key fails with a remote access error; a WRITE with one fails
+// itself (end to end) or, in split mode, where the ingress gateway has
+// acknowledged it locally, the READ after it does (docs/split-mode.md, "The
+// price"). Split mode only: in direct and passthrough the error is the
+// remote host's own NAK, which the other tools already carry end to end.
+TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
+  if (GetParam().name != "split") GTEST_SKIP() << "end to end in this mode; split mode only";
+  // Once per split testbed (CI time): at the suite's 1 % loss.
+  if (GetParam().loss != "1%") GTEST_SKIP() << "runs in Split/ (1 % loss) only";
+  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/interop/rkey_error_peer.py";
+  const SplitCounters before = split_counters();
+  auto srv = std::async(std::launch::async, [&] {
+    return shell(script() + " exec b -- " + quote(py + " server --gid-index 1") + " 2>&1");
+  });
+  const ShellResult c = shell(script() + " exec a -- " +
+                              quote(py + " client --gid-index 1 --server 198.18.2.10") + " 2>&1");
+  if (c.status != 0) shell(script() + " exec b -- pkill -f rkey_error_peer >/dev/null 2>&1");
+  const ShellResult s = srv.get();
+  SplitCounters d = delta(split_counters(), before);
+  EXPECT_EQ(c.status, 0) << "client:\n" << c.out;
+  EXPECT_EQ(s.status, 0) << "server:\n" << s.out;
+  EXPECT_EQ(c.out.find("FAIL"), std::string::npos) << c.out;
+  EXPECT_EQ(s.out.find("FAIL"), std::string::npos) << s.out;
+  // Both QPs ran split (the good WRITEs paired them) and the remote host's
+  // fatal NAKs went through the gateways, which failed the flows.
+  EXPECT_GE(d["flows_paired"], 2) << "the rkey test's QPs did not run split";
+  EXPECT_GE(d["fatal"], 2) << "the gateways saw no fatal NAK";
+  std::smatch m;
+  json result;
+  if (std::regex_search(c.out, m, std::regex(R"(result: (\{.*\}))"))) {
+    result = json::parse(m[1].str(), nullptr, false);
+  }
+  record({{"tool", "rkey error"},
+          {"mode", GetParam().name},
+          {"ok", c.status == 0 && s.status == 0},
+          {"statuses", result},
+          {"split_flows_paired", d["flows_paired"]},
+          {"split_fatal", d["fatal"]},
+          {"split_naks_sent", d["naks_sent"]},
+          {"wan", Testbed::get().wan()}});
 }
 
 // Last test of a mode: over all of the mode's runs, the emulated WAN dropped
@@ -463,6 +588,17 @@ TEST_P(InteropTest, RpingVerified) {
 // retransmissions) while no tool saw an error.
 TEST_P(InteropTest, WanLossesRepaired) {
   const WanCounters c = wan_counters(GetParam().gateways);
+  if (GetParam().loss == "0%") {
+    // A loss-free run: nothing to repair (the counters cover the testbed's
+    // life, so a later run at a loss rate checks its repairs).
+    record({{"tool", "wan"},
+            {"mode", GetParam().name},
+            {"ok", true},
+            {"wan", Testbed::get().wan()},
+            {"testbed_up_s", Testbed::get().up_seconds()},
+            {"wan_dropped", c.wan_dropped}});
+    return;
+  }
   EXPECT_GT(c.wan_dropped, 0U) << "the emulated WAN dropped nothing: the suite did not test loss";
   if (GetParam().gateways) {
     EXPECT_GT(c.retransmitted, 0U) << "the gateways retransmitted nothing although the WAN dropped "
@@ -472,17 +608,158 @@ TEST_P(InteropTest, WanLossesRepaired) {
           {"mode", GetParam().name},
           {"ok", true},
           {"testbed_up_s", Testbed::get().up_seconds()},
+          {"wan", Testbed::get().wan()},
           {"wan_dropped", c.wan_dropped},
           {"gw_retransmitted", c.retransmitted},
           {"gw_lost", c.lost}});
 }
 
-std::string mode_name(const ::testing::TestParamInfo<Mode>& info) { return info.param.name; }
+std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
+  std::string name = info.param.name;
+  if (info.param.loss.empty()) return name;
+  name += "_loss_";
+  for (char ch : info.param.loss) {
+    if (ch == '%') {
+      name += "pct";
+    } else {
+      name += std::isalnum(static_cast<unsigned char>(ch)) != 0 ? ch : '_';
+    }
+  }
+  return name;
+}
 
 // One instantiation per mode, each its own test suite, so a mode's tests run
 // together on one testbed. ctest runs each prefix as a test of its own.
 INSTANTIATE_TEST_SUITE_P(Direct, InteropTest, ::testing::Values(Mode{"direct", false}), mode_name);
 INSTANTIATE_TEST_SUITE_P(Passthrough, InteropTest, ::testing::Values(Mode{"passthrough", true}),
+                         mode_name);
+// Split mode (docs/split-mode.md) at 0 %, 0.1 % and 1 % loss each way: one
+// testbed, the loss changed at run time between the suites (in this order
+// when run together: `--gtest_filter=Split*`).
+INSTANTIATE_TEST_SUITE_P(SplitLoss0, InteropTest, ::testing::Values(Mode{"split", true, "0%"}),
+                         mode_name);
+INSTANTIATE_TEST_SUITE_P(SplitLoss01, InteropTest, ::testing::Values(Mode{"split", true, "0.1%"}),
+                         mode_name);
+INSTANTIATE_TEST_SUITE_P(Split, InteropTest, ::testing::Values(Mode{"split", true, "1%"}),
+                         mode_name);
+
+// librowan's WAN-sized RC QP attributes on real soft-RoCE QPs. They come from
+// the gateway's telemetry of the path (`rowanctl qp-attrs`, the library's own
+// rules), so only passthrough runs them (direct mode has no daemon). This
+// suite shares the passthrough suite's testbed (same ctest prefix, one boot).
+class QpAttrsTest : public InteropTest {
+ protected:
+  // The attributes for site B's host from site A's gateway, checked against
+  // the rules for a 20 ms passthrough path (docs/librowan.md).
+  json qp_attrs() {
+    const ShellResult r = shell(binary_dir() +
+                                "/daemon/rowanctl/rowanctl -s /run/rowan/a/control.sock "
+                                "qp-attrs 198.18.2.10 --message-bytes 65536 --json 2>&1");
+    EXPECT_EQ(r.status, 0) << "rowanctl qp-attrs: " << r.out;
+    const json a = json::parse(r.out, nullptr, false);
+    if (r.status != 0 || a.is_discarded()) return json();
+    std::cerr << "interop: qp-attrs " << a.dump() << "\n";
+    EXPECT_EQ(a.value("mode", ""), "passthrough") << a.dump();
+    const double rtt = a.value("rtt_s", 0.0);
+    EXPECT_GT(rtt, 0.015) << a.dump();
+    EXPECT_LT(rtt, 0.06) << a.dump();
+    // The ACK timeout covers 4 RTT + 10 ms; retries 7; MTU 1024 on 1500-byte Ethernet.
+    EXPECT_GE(a.value("ack_timeout_s", 0.0), 4 * rtt + 0.01) << a.dump();
+    EXPECT_LT(a.value("ack_timeout_s", 0.0), 2 * (4 * rtt + 0.01)) << a.dump();
+    EXPECT_EQ(a.value("retry_cnt", 0), 7) << a.dump();
+    EXPECT_EQ(a.value("rnr_retry", 0), 7) << a.dump();
+    EXPECT_EQ(a.value("path_mtu_bytes", 0), 1024) << a.dump();
+    EXPECT_GE(a.value("max_send_wr", 0), 16) << a.dump();
+    return a;
+  }
+};
+
+// qp_verbs's "key=value ..." lines, one map per QP (lines with qp=).
+std::vector<std::map<std::string, int64_t>> qp_lines(const std::string& out) {
+  std::vector<std::map<std::string, int64_t>> qps;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("qp=", 0) != 0) continue;
+    std::map<std::string, int64_t> kv;
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) {
+      const auto eq = word.find('=');
+      if (eq != std::string::npos) kv[word.substr(0, eq)] = std::stoll(word.substr(eq + 1));
+    }
+    qps.push_back(kv);
+  }
+  return qps;
+}
+
+// rowan_qp_attrs_clamp, rowan_qp_init_attr_apply and rowan_qp_modify (the
+// qp_verbs example) bring two RC QPs on rxe0 to RTS with the attributes for
+// the path; ibv_query_qp must read back exactly what rowanctl computed from
+// the gateway's telemetry, and an RDMA WRITE must complete.
+TEST_P(QpAttrsTest, HelperSetsThemOnSoftRoceQps) {
+  const json a = qp_attrs();
+  ASSERT_TRUE(a.is_object());
+  std::ostringstream cmd;
+  cmd << binary_dir() << "/tests/interop/interop_qp_verbs -d rxe0 -g 1 --rtt " << a["rtt_s"].dump()
+      << " --rate " << a["rate_bps"].dump() << " --mode passthrough";
+  const GuestRun r = guest('a', cmd.str());
+  ASSERT_EQ(r.status, 0) << "qp_verbs failed:\n" << r.out;
+  EXPECT_NE(r.out.find("write=ok"), std::string::npos) << r.out;
+  const auto qps = qp_lines(r.out);
+  ASSERT_EQ(qps.size(), 2U) << r.out;
+  for (const auto& q : qps) {
+    for (const char* key : {"timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic",
+                            "max_dest_rd_atomic", "path_mtu"}) {
+      ASSERT_EQ(q.count(key), 1U) << key << " missing:\n" << r.out;
+      EXPECT_EQ(q.at(key), a.value(key, -1))
+          << "QP " << q.at("qp") << " holds " << key << "=" << q.at(key) << ", rowanctl computed "
+          << a.value(key, -1);
+    }
+    // The device may round a queue up, never down.
+    EXPECT_GE(q.at("max_send_wr"), a.value("max_send_wr", 0)) << r.out;
+  }
+  record({{"tool", "qp_verbs"},
+          {"mode", GetParam().name},
+          {"ok", r.status == 0},
+          {"qp_attrs", a},
+          {"client_s", r.elapsed_s}});
+}
+
+// ib_write_bw between the guests with the computed attributes: ACK timeout
+// exponent (-u), send queue depth (-t), path MTU (-m); perftest's own RC set-up
+// uses retry_cnt 7 and rnr_retry 7, which is what the rules give. It must
+// complete every iteration with no retry-exceeded error (pair() checks rxe's
+// counters on both guests).
+TEST_P(QpAttrsTest, PerftestWithThemCompletesWithoutRetryErrors) {
+  const json a = qp_attrs();
+  ASSERT_TRUE(a.is_object());
+  const int depth = a.value("max_send_wr", 128);
+  // At least one queue's worth, so perftest keeps the depth (it caps -t at -n).
+  const int n = std::max(30 * scale(), depth);
+  const int size = 65536;
+  const std::string args = "ib_write_bw -d rxe0 -x 1 -F -n " + std::to_string(n) + " -s " +
+                           std::to_string(size) + " -u " + std::to_string(a.value("timeout", 14)) +
+                           " -t " + std::to_string(depth) + " -m " +
+                           std::to_string(a.value("path_mtu_bytes", 1024));
+  const GuestRun c = pair("ib_write_bw (qp-attrs)", 'b', args, args + " 198.18.2.10", false,
+                          static_cast<uint64_t>(n) * size);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(c.out, m, std::regex(R"(\n\s*65536\s+(\d+)\s+[\d.]+\s+[\d.]+)")))
+      << "ib_write_bw printed no result row:\n"
+      << c.out;
+  EXPECT_EQ(std::stoi(m[1].str()), n) << "ib_write_bw did not complete its iterations:\n" << c.out;
+  // perftest's banner shows what it set up.
+  EXPECT_TRUE(std::regex_search(c.out, std::regex("TX depth\\s*:\\s*" + std::to_string(depth))))
+      << c.out;
+  EXPECT_TRUE(std::regex_search(
+      c.out, std::regex("Mtu\\s*:\\s*" + std::to_string(a.value("path_mtu_bytes", 1024)))))
+      << c.out;
+}
+
+// The passthrough testbed of InteropTest (same prefix: ctest runs it in the
+// same process, on the same guests).
+INSTANTIATE_TEST_SUITE_P(Passthrough, QpAttrsTest, ::testing::Values(Mode{"passthrough", true, ""}),
                          mode_name);
 
 }  // namespace
