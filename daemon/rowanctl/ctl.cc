@@ -64,10 +64,10 @@ void flatten(const std::string& prefix, const Json& obj,
 // The columns a narrow table shows, in order, when the rows have them.
 const std::vector<std::string>* narrow_columns(const std::string& cmd) {
   static const std::vector<std::string> kPeers = {
-      "name",        "endpoint",        "state",           "cc",
-      "srtt_s",      "min_rtt_s",       "cwnd_bytes",      "pacing_rate_bps",
-      "pacing_bps",  "bytes_in_flight", "delivered_bytes", "retransmitted_packets",
-      "lost_packets"};
+      "name",         "endpoint",        "state",           "cc",
+      "srtt_s",       "min_rtt_s",       "cwnd_bytes",      "pacing_rate_bps",
+      "pacing_bps",   "bytes_in_flight", "delivered_bytes", "retransmitted_packets",
+      "lost_packets", "outages"};
   static const std::vector<std::string> kLinks = {"name",       "backend", "bind",     "peer",
                                                   "rate_bps",   "rtt_s",   "mtu",      "tx_packets",
                                                   "rx_packets", "tx_full", "tx_errors"};

@@ -267,6 +267,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
       so.private_key = private_key;
       so.peer_public = *peer_key;
       so.wall_offset = wall_offset;
+      so.keepalive = PeerHealth::kKeepalive;
       p->secure = std::make_unique<crypto::SecureIo>(*wan, so, now);
       wan = p->secure.get();
     }
@@ -281,8 +282,9 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     tc.send_buffer_bdp = cfg.wan.send_buffer_bdp;
     tc.recv_window_bdp = cfg.wan.recv_window_bdp;
     tc.max_streams = cfg.wan.max_flows;
+    tc.max_pto = PeerHealth::kMaxProbeTimeout;
     p->conn = std::make_unique<transport::Connection>(tc, clock, now);
-    p->driver = std::make_unique<transport::Driver>(*p->conn, *wan);
+    p->driver = std::make_unique<transport::Driver>(*p->conn, *wan, 32, &clock);
     p->rx.resize(cfg.wan.max_flows);
     peers_.push_back(std::move(p));
   }
@@ -354,7 +356,7 @@ void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
   peer.peer_restarts_seen = peer.secure->secure_stats().peer_restarts;
   try {
     auto conn = std::make_unique<transport::Connection>(peer.conn->config(), clock_, now);
-    auto driver = std::make_unique<transport::Driver>(*conn, *peer.secure);
+    auto driver = std::make_unique<transport::Driver>(*conn, *peer.secure, 32, &clock_);
     peer.driver = std::move(driver);
     peer.conn = std::move(conn);
   } catch (const std::exception&) {
@@ -940,6 +942,16 @@ void Gateway::housekeeping(TimePoint now) noexcept {
   }
   ctr_.flows_expired += flows_.expire(now - cfg_.wan.flow_idle_timeout);
   split_->expire(now - cfg_.wan.flow_idle_timeout);
+  for (auto& p : peers_) {
+    // Encrypted links keep alive in SecureIo; an insecure one pings through
+    // its transport (the peer's ACK is the sign of life).
+    if (!p->secure && now - p->last_rx >= PeerHealth::kKeepalive &&
+        now - p->last_ping >= PeerHealth::kKeepalive) {
+      p->conn->ping();
+      p->last_ping = now;
+    }
+    p->health.update(now, p->secure ? p->secure->secure_stats().last_rx : p->last_rx);
+  }
 }
 
 void Gateway::publish(TimePoint now) {
@@ -967,14 +979,18 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
   for (const auto& pp : peers_) {
     const PeerState& p = *pp;
     const transport::ConnStats& s = p.conn->stats();
-    const bool up = !p.last_rx.is_zero() && now - p.last_rx < Duration::from_s(5);
+    const bool up = p.health.up();
     carried += p.carried_packets;
     delivered += p.delivered_packets;
     peers.push_back(J{
         {"name", p.cfg.name},
         {"endpoint", p.cfg.endpoint.to_string()},
         {"link", p.link->name},
-        {"state", up ? "up" : (p.last_rx.is_zero() ? "waiting" : "down")},
+        {"state", up ? "up" : (p.health.seen() ? "down" : "waiting")},
+        {"outages", p.health.outages()},
+        {"outage_seconds_total", (p.health.outage_total() + p.health.down_for(now)).seconds()},
+        {"last_outage_s", p.health.last_outage().seconds()},
+        {"down_for_s", p.health.down_for(now).seconds()},
         {"last_rx_seconds_ago", p.last_rx.is_zero() ? -1.0 : (now - p.last_rx).seconds()},
         {"cc", std::string(p.conn->cc().name())},
         {"srtt_s", s.srtt.seconds()},

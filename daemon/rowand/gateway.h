@@ -34,6 +34,7 @@
 #include "flow_table.h"
 #include "io/udp_uring.h"
 #include "metrics.h"
+#include "peer_health.h"
 #include "split_engine.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
@@ -105,6 +106,8 @@ struct PeerState {
   std::unique_ptr<crypto::SecureIo> secure;
   uint64_t peer_restarts_seen = 0;  ///< secure->peer_restarts when the transport was last reset
   uint64_t transport_resets = 0;    ///< transports dropped because the peer restarted
+  PeerHealth health;                ///< outages of the link (housekeeping)
+  TimePoint last_ping;              ///< insecure links: the transport's own keepalive
   std::unique_ptr<transport::Connection> conn;
   std::unique_ptr<transport::Driver> driver;
   struct RxStream {

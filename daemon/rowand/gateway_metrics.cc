@@ -34,18 +34,20 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     PeerMetrics pm;
     pm.peer = p.cfg.name;
     pm.link = p.link->name;
-    pm.up = !p.last_rx.is_zero() && now - p.last_rx < Duration::from_s(5);
+    pm.up = p.health.up();
     pm.last_receive_unix_s = unix_s(p.last_rx);
     if (p.secure) {
       // An encrypted link is up while its session is (handshake done, peer heard).
       const crypto::SecureStats& ss = p.secure->secure_stats();
-      pm.up = p.secure->peer_up(now);
+      pm.up = p.health.up() && p.secure->has_session(now);
       pm.last_handshake_unix_s = unix_s(ss.last_handshake);
       pm.handshakes = ss.handshakes_completed;
       pm.rekeys = ss.rekeys;
       pm.peer_restarts = ss.peer_restarts;
     }
     pm.transport_resets = p.transport_resets;
+    pm.outages = p.health.outages();
+    pm.outage_total = p.health.outage_total() + p.health.down_for(now);
     pm.srtt = s.srtt;
     pm.min_rtt = s.min_rtt;
     pm.btlbw = s.btlbw;
