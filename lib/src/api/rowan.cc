@@ -139,6 +139,20 @@ int open_telemetry(std::string path, rowan_telemetry** out) {
 
 }  // namespace
 
+namespace {
+
+// The channel parameters of a secure listener/connection.
+rowan::api::ChannelParams secure_params(const rowan_channel_options* o,
+                                        const rowan_channel_keys* keys) {
+  rowan::api::ChannelParams p = rowan::api::channel_params(o);
+  p.secure = true;
+  std::memcpy(p.private_key.data(), keys->private_key, ROWAN_KEY_BYTES);
+  std::memcpy(p.peer_public.data(), keys->peer_public_key, ROWAN_KEY_BYTES);
+  return p;
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* rowan_strerror(int status) {
@@ -389,19 +403,6 @@ int rowan_connect(const char* server_address, const rowan_channel_options* o, ro
     return ok();
   });
 }
-
-namespace {
-
-rowan::api::ChannelParams secure_params(const rowan_channel_options* o,
-                                        const rowan_channel_keys* keys) {
-  rowan::api::ChannelParams p = rowan::api::channel_params(o);
-  p.secure = true;
-  std::memcpy(p.private_key.data(), keys->private_key, ROWAN_KEY_BYTES);
-  std::memcpy(p.peer_public.data(), keys->peer_public_key, ROWAN_KEY_BYTES);
-  return p;
-}
-
-}  // namespace
 
 int rowan_key_generate(uint8_t private_key[ROWAN_KEY_BYTES], uint8_t public_key[ROWAN_KEY_BYTES]) {
   if (private_key == nullptr || public_key == nullptr)

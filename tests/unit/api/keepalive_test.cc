@@ -17,7 +17,7 @@
 namespace rowan::test {
 namespace {
 
-constexpr int kIdleMs = 3000;
+constexpr int64_t kIdleMs = 3000;
 constexpr Duration kTick = Duration::from_ms(1);
 
 api::ChannelParams params(int idle_ms) {
@@ -32,7 +32,7 @@ api::ChannelParams params(int idle_ms) {
 // A client `a` and a server `b` on one loopback link and one fake clock.
 class ChannelPair {
  public:
-  explicit ChannelPair(int idle_ms = kIdleMs)
+  explicit ChannelPair(int idle_ms = static_cast<int>(kIdleMs))
       : link_(1472, 4096, 7),
         a_(params(idle_ms), link_.a(), clock_, io::UdpEndpoint::parse("198.18.2.10:5201"), 99),
         b_(params(idle_ms), link_.b(), clock_, io::UdpEndpoint::parse("198.18.1.10:40000"), 99) {
