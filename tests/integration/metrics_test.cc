@@ -38,7 +38,7 @@
 
 #include "tools/paths.h"
 #include "tools/shell.h"
-#include "tools/testbed_lock.h"
+#include "tools/testbed.h"
 
 namespace rowan::test {
 namespace {
@@ -174,31 +174,22 @@ json telemetry(const std::string& path, const std::string& cmd) {
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
-    for (const char* tool : {"ip", "iperf3", "ping", "curl", "promtool", "prometheus"}) {
-      if (!have_tool(tool)) GTEST_SKIP() << tool << " is not installed (scripts/setup-deps)";
-    }
-    for (const char* bin : {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand"}) {
-      if (access((binary_dir() + bin).c_str(), X_OK) != 0) {
-        GTEST_SKIP() << binary_dir() + bin << " is not built (ROWAN_BUILD_DPDK=OFF?)";
-      }
-    }
-    setenv("ROWAN_BUILD_DIR", binary_dir().c_str(), 1);
-    unsetenv("ROWAN_WANEM");
-    unsetenv("ROWAN_ROWAND");
-    script_ = source_dir() + "/scripts/two-site";
-    ctl_ = binary_dir() + "/daemon/rowanctl/rowanctl";
-    lock_ = std::make_unique<TestbedLock>();
-    ASSERT_TRUE(lock_->held()) << "the testbed lock stayed taken";
-    shell(script_ + " down 2>/dev/null");
-    started_ = true;
-    const ShellResult r = shell(script_ + " up --mode passthrough --rate 200mbit --rtt 20ms");
+    const std::string why =
+        testbed_missing({"iperf3", "curl", "promtool", "prometheus"},
+                        {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand"});
+    if (!why.empty()) GTEST_SKIP() << why;
+    tb_ = std::make_unique<Testbed>();
+    ASSERT_TRUE(tb_->held()) << "the testbed lock stayed taken";
+    script_ = tb_->script();
+    ctl_ = tb_->rowanctl();
+    const ShellResult r = tb_->up("--mode passthrough --rate 200mbit --rtt 20ms");
     ASSERT_EQ(r.status, 0) << "two-site up --mode passthrough failed";
   }
   void TearDown() override {
-    if (!started_) return;
-    EXPECT_EQ(shell(script_ + " down").status, 0) << "two-site down left something behind";
-    lock_.reset();
+    if (tb_ && tb_->held()) {
+      EXPECT_TRUE(tb_->down()) << "two-site down left something behind";
+    }
+    tb_.reset();
   }
 
   ShellResult exec(char site, const std::string& cmd) {
@@ -226,9 +217,8 @@ class MetricsTest : public ::testing::Test {
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
   }
 
+  std::unique_ptr<Testbed> tb_;
   std::string script_, ctl_;
-  std::unique_ptr<TestbedLock> lock_;
-  bool started_ = false;
 };
 
 TEST_F(MetricsTest, ScrapePassesPromtoolAndMatchesTraffic) {

@@ -18,7 +18,7 @@
 
 #include "tools/paths.h"
 #include "tools/shell.h"
-#include "tools/testbed_lock.h"
+#include "tools/testbed.h"
 
 namespace rowan::test {
 namespace {
@@ -28,37 +28,27 @@ using nlohmann::json;
 class PassthroughTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
-    for (const char* tool : {"ip", "iperf3", "ping", "ethtool", "jq", "dumpcap"}) {
-      if (!have_tool(tool)) GTEST_SKIP() << tool << " is not installed (scripts/setup-deps)";
-    }
-    for (const char* bin : {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand"}) {
-      if (access((binary_dir() + bin).c_str(), X_OK) != 0) {
-        GTEST_SKIP() << binary_dir() + bin << " is not built (ROWAN_BUILD_DPDK=OFF?)";
-      }
-    }
-    setenv("ROWAN_BUILD_DIR", binary_dir().c_str(), 1);
-    unsetenv("ROWAN_WANEM");
-    script_ = source_dir() + "/scripts/two-site";
-    ctl_ = binary_dir() + "/daemon/rowanctl/rowanctl";
-    lock_ = std::make_unique<TestbedLock>();
-    ASSERT_TRUE(lock_->held()) << "the testbed lock stayed taken";
-    shell(script_ + " down 2>/dev/null");
-    started_ = true;
+    const std::string why =
+        testbed_missing({"iperf3", "ethtool", "jq", "dumpcap"},
+                        {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand"});
+    if (!why.empty()) GTEST_SKIP() << why;
+    tb_ = std::make_unique<Testbed>();
+    ASSERT_TRUE(tb_->held()) << "the testbed lock stayed taken";
+    script_ = tb_->script();
+    ctl_ = tb_->rowanctl();
   }
   void TearDown() override {
-    if (!started_) return;
-    EXPECT_EQ(shell(script_ + " down").status, 0) << "two-site down left something behind";
-    lock_.reset();
+    if (tb_ && tb_->held()) {
+      EXPECT_TRUE(tb_->down()) << "two-site down left something behind";
+    }
+    tb_.reset();
   }
 
   void up(const std::string& args) {
-    const ShellResult r = shell(script_ + " up --mode passthrough " + args);
+    const ShellResult r = tb_->up("--mode passthrough " + args);
     ASSERT_EQ(r.status, 0) << "two-site up --mode passthrough " << args << " failed";
   }
-  ShellResult exec(char site, const std::string& cmd) {
-    return shell(script_ + " exec " + site + " -- " + cmd);
-  }
+  ShellResult exec(char site, const std::string& cmd) { return tb_->exec(site, cmd); }
   json ctl(char site, const std::string& cmd) {
     const ShellResult r =
         shell(ctl_ + " -s /run/rowan/" + site + "/control.sock " + cmd + " --json");
@@ -88,9 +78,8 @@ class PassthroughTest : public ::testing::Test {
     return exec('a', "sh -c \"ip neigh show 198.18.1.1 | awk '{print \\$5}'\"").out.substr(0, 17);
   }
 
+  std::unique_ptr<Testbed> tb_;
   std::string script_, ctl_;
-  std::unique_ptr<TestbedLock> lock_;
-  bool started_ = false;
 };
 
 TEST_F(PassthroughTest, PingAndTcpCubicAndBbrAcrossBothGateways) {
