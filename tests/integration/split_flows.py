@@ -17,6 +17,17 @@
       go-back-N on a NAK or after 300 ms without progress. Prints JSON: ACK
       latency per message, MSN errors, retransmissions.
 
+  --cm (both): the connection is set up with RDMA CM MADs on QP1 first (UD
+      SEND only to QP 1 with a DETH; IBA ch. 12): the requester sends a REQ
+      (its QPN, path MTU code --mtu-code) and waits for the responder's REP
+      (its QPN, the PSN the requester sends from), sends an RTU, and at the
+      end a DREQ that the responder answers with a DREP. The gateways can
+      then pair the flow before any data: even the first SEND is acknowledged
+      locally. The responder reports the path MTU the REQ told it (a gateway
+      may change it) and, with --mtu, accepts only packets of that MTU
+      (FIRST/MIDDLE exactly, LAST/ONLY at most) and checks the data per
+      message, so packets re-cut by the gateways are verified too.
+
 Payload of packet i: (qp, i) and a SHA-256 digest of the rest, so the
 responder can check every byte. Run with /usr/bin/python3 (python3-scapy).
 """
@@ -56,6 +67,39 @@ def frame(args, opcode, qp, psn, ackreq, data=b"", ext=b"", syndrome=None, msn=0
     return bytes(pkt)
 
 
+UD_SEND_ONLY = 0x64
+CM_REQ, CM_REP, CM_RTU, CM_DREQ, CM_DREP = 0x10, 0x13, 0x14, 0x15, 0x16
+MTU_OF_CODE = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+
+
+def cm_frame(args, attr, fields):
+    """A CM MAD: UD SEND only to QP 1, DETH, 24-byte MAD header, the message.
+    `fields`: (offset in the CM message, bytes) to place."""
+    msg = bytearray(232)
+    for off, b in fields:
+        msg[off:off + len(b)] = b
+    mad = struct.pack("!BBBBHHQHHI", 1, 0x07, 2, 3, 0, 0, 0x1234, attr, 0, 0) + bytes(msg)
+    deth = struct.pack("!II", 0x80010000, 1)
+    l3 = IP(src=args.me, dst=args.peer, flags="DF")
+    bth = BTH(opcode=UD_SEND_ONLY, padcount=0, dqpn=1, psn=0)
+    return bytes(Ether(dst=args.gw_mac) / l3 / UDP(sport=49153, dport=4791) / bth /
+                 Raw(deth + mad))
+
+
+def cm_parse(p):
+    """(attr, CM message bytes) of a CM MAD, or None."""
+    if BTH not in p or p[BTH].opcode != UD_SEND_ONLY or p[BTH].dqpn != 1:
+        return None
+    raw = bytes(p[BTH].payload)
+    if len(raw) < 8 + 24 + 64 or raw[8] != 1 or raw[9] != 0x07:
+        return None
+    return struct.unpack("!H", raw[8 + 16:8 + 18])[0], raw[8 + 24:]
+
+
+def u24(b):
+    return b[0] << 16 | b[1] << 8 | b[2]
+
+
 def psn_diff(a, b):
     d = (a - b) & 0xFFFFFF
     return d - 0x1000000 if d > 0x800000 else d
@@ -69,15 +113,49 @@ def cmd_responder(args):
     sock = conf.L2socket(iface=args.iface)
     st = {"expected": args.first_psn, "msn": 0, "received": 0, "accepted": 0, "duplicates": 0,
           "out_of_sequence": 0, "acks": 0, "naks": 0, "bad_payload": 0, "order_errors": 0,
-          "nak_episode": False, "index": []}
+          "nak_episode": False, "index": [], "cm_reqs": 0, "cm_dreqs": 0, "req_mtu": None,
+          "mtu_errors": 0, "messages_checked": 0}
     done = threading.Event()
+    msg = bytearray()
+
+    def on_cm(attr, m):
+        if attr == CM_REQ:
+            st["cm_reqs"] += 1
+            st["req_mtu"] = MTU_OF_CODE.get(m[50] >> 4)
+            # REP: our comm ID, theirs, our QPN, the PSN the requester sends from.
+            sock.send(cm_frame(args, CM_REP, [(0, b"\x00\x00\xbb\x01"), (4, m[0:4]),
+                                              (12, args.qp.to_bytes(3, "big")),
+                                              (20, args.first_psn.to_bytes(3, "big"))]))
+        elif attr == CM_DREQ:
+            st["cm_dreqs"] += 1
+            sock.send(cm_frame(args, CM_DREP, [(0, b"\x00\x00\xbb\x01"), (4, m[0:4])]))
+            if args.expect and st["accepted"] >= args.expect:
+                done.set()  # with --cm the summary waits for the teardown
+
+    def check_message(body):
+        # The requester's packets were --size bytes each, digest per packet.
+        for k in range(0, len(body), args.size):
+            data, digest = body[k:k + args.size - 32], body[k + args.size - 32:k + args.size]
+            if hashlib.sha256(data).digest() != digest:
+                st["bad_payload"] += 1
+                continue
+            qp, i = struct.unpack("!II", data[:8])
+            if st["index"] and i != st["index"][-1] + 1:
+                st["order_errors"] += 1
+            st["index"].append(i)
+        st["messages_checked"] += 1
 
     def handle(p):
         if BTH not in p or p[IP].dst != args.me:
             return
+        if args.cm:
+            cm = cm_parse(p)
+            if cm is not None:
+                on_cm(*cm)
+                return
         bth = p[BTH]
-        if bth.dqpn != args.qp or bth.opcode not in (SEND_ONLY, WRITE_FIRST, WRITE_MIDDLE,
-                                                        WRITE_LAST, 0x0A):
+        if bth.dqpn != args.qp or bth.opcode not in (0x00, 0x01, 0x02, SEND_ONLY, WRITE_FIRST,
+                                                        WRITE_MIDDLE, WRITE_LAST, 0x0A):
             return
         st["received"] += 1
         d = psn_diff(bth.psn, st["expected"])
@@ -102,7 +180,17 @@ def cmd_responder(args):
             body = body[:-bth.padcount]
         if bth.opcode in (WRITE_FIRST, 0x0A):
             body = body[16:]
-        if len(body) >= 40:
+        if args.mtu:
+            # The path MTU this responder runs: what the REQ told it.
+            mtu = st["req_mtu"] or 1024
+            first_or_middle = bth.opcode in (WRITE_FIRST, WRITE_MIDDLE)
+            if (first_or_middle and len(body) != mtu) or len(body) > mtu:
+                st["mtu_errors"] += 1
+            msg.extend(body)
+            if bth.opcode in ENDS:
+                check_message(bytes(msg))
+                msg.clear()
+        elif len(body) >= 40:
             data, digest = body[:-32], body[-32:]
             if hashlib.sha256(data).digest() != digest:
                 st["bad_payload"] += 1
@@ -118,7 +206,7 @@ def cmd_responder(args):
         if bth.ackreq:
             sock.send(frame(args, ACK, requester_qp, bth.psn, False, syndrome=0x1F, msn=st["msn"]))
             st["acks"] += 1
-        if args.expect and st["accepted"] >= args.expect:
+        if args.expect and st["accepted"] >= args.expect and (not args.cm or st["cm_dreqs"]):
             done.set()
 
     def ready():
@@ -209,13 +297,46 @@ def cmd_requester(args):
     stop = threading.Event()
 
     def sniffer():
-        sniff(iface=args.iface, filter="udp port 4791 and src host " + args.peer, prn=on_ack,
+        sniff(iface=args.iface, filter="udp port 4791 and src host " + args.peer, prn=on_packet,
               started_callback=sniffer_ready.set, stop_filter=lambda _: stop.is_set(),
               timeout=args.timeout)
+
+    cm = {"rep": None, "drep": False}
+
+    def on_cm(p):
+        c = cm_parse(p)
+        if c is None:
+            return
+        attr, m = c
+        if attr == CM_REP:
+            cm["rep"] = (u24(m[12:15]), u24(m[20:23]), m[0:4], float(p.time))
+        elif attr == CM_DREP:
+            cm["drep"] = True
+
+    def on_packet(p):
+        if args.cm:
+            on_cm(p)
+        on_ack(p)
 
     t = threading.Thread(target=sniffer, daemon=True)
     t.start()
     sniffer_ready.wait(5)
+    my_comm = b"\x00\x00\xaa\x01"
+    if args.cm:
+        req_at = time.time()
+        sock.send(cm_frame(args, CM_REQ, [(0, my_comm), (32, args.qp.to_bytes(3, "big")),
+                                          (44, (0x123456).to_bytes(3, "big")),
+                                          (50, bytes([args.mtu_code << 4 | 7]))]))
+        while cm["rep"] is None and time.time() - req_at < 10:
+            time.sleep(0.001)
+        if cm["rep"] is None:
+            print(json.dumps({"error": "no CM REP"}))
+            return 1
+        rep_qp, rep_psn, peer_comm, _ = cm["rep"]
+        if rep_qp != args.peer_qp or rep_psn != PSN_START:
+            print(json.dumps({"error": "REP names QP %d PSN %d" % (rep_qp, rep_psn)}))
+            return 1
+        sock.send(cm_frame(args, CM_RTU, [(0, my_comm), (4, peer_comm)]))
     nxt = 0
     retransmitted = 0
     last_progress = time.time()
@@ -248,6 +369,12 @@ def cmd_requester(args):
             nxt += 1
         else:
             time.sleep(0.0002)
+    if args.cm and cm["rep"] is not None:
+        sock.send(cm_frame(args, CM_DREQ, [(0, my_comm), (4, cm["rep"][2]),
+                                           (8, args.peer_qp.to_bytes(3, "big"))]))
+        dreq_at = time.time()
+        while not cm["drep"] and time.time() - dreq_at < 5:
+            time.sleep(0.001)
     stop.set()
     lat = []
     for i in range(1, n):
@@ -263,6 +390,8 @@ def cmd_requester(args):
         "message_ack_ms_max": lat[-1] if lat else None, "messages_timed": len(lat),
         "seconds": time.time() - start,
     }
+    if args.cm:
+        out["cm_drep"] = cm["drep"]
     print(json.dumps(out))
     return 0 if out["acked"] == n else 1
 
@@ -279,15 +408,19 @@ def main():
         s.add_argument("--qp", type=int, required=True)
         s.add_argument("--peer-qp", type=int, required=True)
         s.add_argument("--timeout", type=float, default=60)
+        s.add_argument("--cm", action="store_true", help="RDMA CM set-up and teardown on QP1")
+        s.add_argument("--size", type=int, default=1024, help="payload bytes per request packet")
     r = sub.choices["responder"]
     r.add_argument("--out", required=True)
     r.add_argument("--expect", type=int, default=0)
     r.add_argument("--first-psn", type=int, default=PSN_START)
     r.add_argument("--ready", help="file written once the sniffer runs")
+    r.add_argument("--mtu", action="store_true",
+                   help="enforce the REQ's path MTU and check data per message")
     q = sub.choices["requester"]
     q.add_argument("--messages", type=int, default=50)
     q.add_argument("--packets-per-message", type=int, default=4)
-    q.add_argument("--size", type=int, default=1024)
+    q.add_argument("--mtu-code", type=int, default=3, help="path MTU code in the REQ (3: 1024)")
     q.add_argument("--window", type=int, default=64)
     args = ap.parse_args()
     return {"responder": cmd_responder, "requester": cmd_requester}[args.cmd](args)

@@ -5,7 +5,9 @@
 // requester's ACKs come from gateway A, well before a WAN round trip, with
 // the MSNs the responder would have used, the data arrives complete and in
 // order at the responder, and gateway B consumes the responder's ACKs.
-// Every test tears the testbed down.
+// With RDMA CM (--cm: REQ/REP/RTU, DREQ/DREP on QP1) the gateways pair the
+// flow before any data, so even the first SEND is acknowledged locally, and
+// the teardown releases it. Every test tears the testbed down.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -81,8 +83,11 @@ class SplitTest : public ::testing::Test {
   }
 
   /// Runs the responder on B and the requester on A; returns {requester, responder}.
-  std::pair<json, json> run_flow(int messages, int per_message) {
-    const int expect = 1 + messages * per_message;
+  /// `rsp_args` / `req_args`: extra options of split_flows.py (e.g. " --cm").
+  /// `expect`: packets the responder must accept (default: what the requester sends).
+  std::pair<json, json> run_flow(int messages, int per_message, const std::string& rsp_args = "",
+                                 const std::string& req_args = "", int expect = 0) {
+    if (expect == 0) expect = 1 + messages * per_message;
     const std::string out = "/run/rowan/two-site/split-responder.json";
     const std::string ready = "/run/rowan/two-site/split-responder.ready";
     shell("rm -f " + out + " " + ready);
@@ -90,7 +95,7 @@ class SplitTest : public ::testing::Test {
                   " --gw-mac " + gw_mac('b') + " --qp " + std::to_string(kResponderQp) +
                   " --peer-qp " + std::to_string(kRequesterQp) + " --expect " +
                   std::to_string(expect) + " --timeout 60 --out " + out + " --ready " + ready +
-                  " >/dev/null 2>&1 &'");
+                  rsp_args + " >/dev/null 2>&1 &'");
     for (int i = 0; i < 300 && shell("test -e " + ready).status != 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // scapy starts its sniffer
     }
@@ -99,7 +104,7 @@ class SplitTest : public ::testing::Test {
                       gw_mac('a') + " --qp " + std::to_string(kRequesterQp) + " --peer-qp " +
                       std::to_string(kResponderQp) + " --messages " + std::to_string(messages) +
                       " --packets-per-message " + std::to_string(per_message) +
-                      " --window 32 --timeout 40");
+                      " --window 32 --timeout 40" + req_args);
     EXPECT_EQ(r.status, 0) << "requester: " << r.out.substr(0, 600);
     json req = r.out.empty() ? json() : json::parse(r.out, nullptr, false);
     json rsp;
@@ -112,6 +117,31 @@ class SplitTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return {req, rsp};
+  }
+
+  /// Restarts gateway B with `line` added to its [local] table (as faults_test
+  /// restarts a gateway) and waits for its WAN session.
+  void restart_b_with(const std::string& line) {
+    const std::string st = "/run/rowan/two-site";
+    ASSERT_EQ(shell("sed -i '/^\\[local\\]/a " + line + "' " + st + "/rowand-b.toml").status, 0);
+    ASSERT_EQ(shell("kill $(cat " + st + "/rowand-b.pid); for i in $(seq 50); do kill -0 $(cat " +
+                    st + "/rowand-b.pid) 2>/dev/null || break; sleep 0.1; done")
+                  .status,
+              0);
+    const std::string rowand = binary_dir() + "/daemon/rowand/rowand";
+    ASSERT_EQ(shell("rm -f /run/rowan/b/control.sock; ip netns exec rowan-b-gw setsid " + rowand +
+                    " -c " + st + "/rowand-b.toml </dev/null >>" + st + "/rowand-b.log 2>&1 & " +
+                    "echo $! >" + st + "/rowand-b.pid")
+                  .status,
+              0);
+    bool up = false;
+    for (int i = 0; i < 200 && !up; ++i) {
+      const ShellResult r = shell(ctl_ + " -s /run/rowan/b/control.sock peers --json 2>/dev/null");
+      up = r.status == 0 && r.out.find("\"session\": \"up\"") != std::string::npos;
+      if (!up) up = r.status == 0 && r.out.find("\"session\":\"up\"") != std::string::npos;
+      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(up) << "gateway B did not come back with " << line;
   }
 
   std::string script_, ctl_, py_;
@@ -163,6 +193,73 @@ TEST_F(SplitTest, WanLossStaysBetweenTheGateways) {
   ASSERT_TRUE(req.is_object());
   check_flow(req, rsp, 1 + messages * per_message, 20.0);
   EXPECT_EQ(req["naks"].get<int>(), 0) << "WAN loss reached the requester: " << req.dump();
+}
+
+TEST_F(SplitTest, RdmaCmPairsBeforeAnyDataAndTeardownReleases) {
+  up("--rate 100mbit --rtt 20ms");
+  const int messages = 20;
+  const int per_message = 4;
+  const int packets = 1 + messages * per_message;
+  const auto [req, rsp] = run_flow(messages, per_message, " --cm --mtu", " --cm");
+  ASSERT_TRUE(req.is_object()) << "no requester summary";
+  ASSERT_TRUE(rsp.is_object()) << "no responder summary";
+  EXPECT_EQ(req["acked"].get<int>(), packets) << req.dump();
+  EXPECT_TRUE(req["msn_errors"].empty()) << req.dump();
+  EXPECT_EQ(req["other_naks"].get<int>(), 0) << req.dump();
+  // Paired from REQ/REP: the very first SEND is acknowledged by gateway A.
+  ASSERT_TRUE(req["first_ack_ms"].is_number()) << req.dump();
+  EXPECT_LT(req["first_ack_ms"].get<double>(), 10.0) << req.dump();
+  EXPECT_LT(req["message_ack_ms_median"].get<double>(), 10.0) << req.dump();
+  EXPECT_TRUE(req["cm_drep"].get<bool>()) << req.dump();
+  EXPECT_EQ(rsp["cm_reqs"].get<int>(), 1) << rsp.dump();
+  EXPECT_EQ(rsp["cm_dreqs"].get<int>(), 1) << rsp.dump();
+  EXPECT_EQ(rsp["req_mtu"].get<int>(), 1024) << rsp.dump();
+  EXPECT_EQ(rsp["accepted"].get<int>(), packets) << rsp.dump();
+  EXPECT_EQ(rsp["payloads"].get<int>(), packets) << rsp.dump();
+  EXPECT_EQ(rsp["bad_payload"].get<int>(), 0) << rsp.dump();
+  EXPECT_EQ(rsp["mtu_errors"].get<int>(), 0) << rsp.dump();
+  EXPECT_TRUE(rsp["indices_in_order"].get<bool>()) << rsp.dump();
+  const json a = status('a')["split"];
+  const json b = status('b')["split"];
+  EXPECT_EQ(a["cm_paired"].get<int>(), 1) << a.dump();  // A's requester direction
+  EXPECT_EQ(b["cm_paired"].get<int>(), 1) << b.dump();  // B's (unused) direction
+  EXPECT_EQ(a["flows_paired"].get<int>(), 1) << a.dump();
+  EXPECT_EQ(b["flows_egress"].get<int>(), 1) << b.dump();
+  EXPECT_GE(b["acks_consumed"].get<int>(), messages) << b.dump();
+  // DREQ/DREP released both directions at both gateways.
+  EXPECT_GE(a["cm_released"].get<int>(), 1) << a.dump();
+  EXPECT_GE(b["cm_released"].get<int>(), 2) << b.dump();
+  EXPECT_TRUE(a["flows"].empty()) << a.dump();
+  EXPECT_TRUE(b["flows"].empty()) << b.dump();
+}
+
+// Site B's hosts run path MTU 512 ([local] roce_mtu), site A's 1024: gateway
+// B gives the CM REQ its site's MTU, and re-cuts A's 1024-byte packets into
+// 512-byte ones with B's own PSNs; the responder accepts only 512-byte
+// packets and checks every byte per message.
+TEST_F(SplitTest, MtuTranslationRecutsRequestsForTheRemoteSite) {
+  up("--rate 100mbit --rtt 20ms");
+  restart_b_with("roce_mtu = 512");
+  const int messages = 10;
+  const int per_message = 4;
+  const int packets = 1 + messages * per_message;
+  const auto [req, rsp] =
+      run_flow(messages, per_message, " --cm --mtu", " --cm --mtu-code 3", packets * 2);
+  ASSERT_TRUE(req.is_object()) << "no requester summary";
+  ASSERT_TRUE(rsp.is_object()) << "no responder summary";
+  EXPECT_EQ(req["acked"].get<int>(), packets) << req.dump();
+  EXPECT_TRUE(req["msn_errors"].empty()) << req.dump();
+  EXPECT_EQ(req["other_naks"].get<int>(), 0) << req.dump();
+  EXPECT_EQ(rsp["req_mtu"].get<int>(), 512) << rsp.dump();
+  EXPECT_EQ(rsp["accepted"].get<int>(), packets * 2) << rsp.dump();  // each 1024 → 2 × 512
+  EXPECT_EQ(rsp["mtu_errors"].get<int>(), 0) << rsp.dump();
+  EXPECT_EQ(rsp["payloads"].get<int>(), packets) << rsp.dump();
+  EXPECT_EQ(rsp["bad_payload"].get<int>(), 0) << rsp.dump();
+  EXPECT_TRUE(rsp["indices_in_order"].get<bool>()) << rsp.dump();
+  const json b = status('b')["split"];
+  EXPECT_EQ(b["cm_mtu_rewritten"].get<int>(), 1) << b.dump();
+  EXPECT_EQ(b["translated_flows"].get<int>(), 1) << b.dump();
+  EXPECT_GE(b["resegmented"].get<int>(), packets * 2) << b.dump();
 }
 
 }  // namespace
