@@ -3,8 +3,9 @@
 // over a WAN that loses, reorders and duplicates datagrams (--mode direct, so
 // the channel's own transport sees the impairments), and over the gateways
 // (--mode passthrough), where the library's telemetry reads the real rowand
-// and `rowanctl qp-attrs` sizes QPs for the path. Every test tears the
-// testbed down.
+// and `rowanctl qp-attrs` sizes QPs for the path. A server whose client is
+// killed frees the channel after its idle timeout (keepalives unanswered).
+// Every test tears the testbed down.
 #include <poll.h>
 #include <rowan/rowan.h>
 #include <unistd.h>
@@ -95,6 +96,39 @@ TEST_F(ChannelTest, VerifiedPayloadsThroughLossReorderAndDuplication) {
   // smoothed RTT is the path's.)
   EXPECT_GT(j["srtt_s"].get<double>(), 0.015) << j.dump();
   for (const json& s : j["per_stream"]) EXPECT_EQ(s["server_errors"], 0) << s.dump();
+
+  // A client that goes away mid-test (SIGKILL, so no CLOSE): the server's
+  // channel has nothing unacknowledged, so only its keepalives can tell. They
+  // go unanswered, the channel fails after the idle timeout (2 s here) and
+  // the server frees it; a -1 server then exits.
+  const std::string log = "/tmp/rowan-perf-abandoned.log";
+  // (Port 5202: the server of the run above may still be finishing on 5201.)
+  exec('b', "sh -c '" + perf_ + " -s -1 -p 5202 --idle-timeout 2000 >" + log +
+                " 2>&1 & echo $! >/tmp/rowan-perf-abandoned.pid'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string pid = shell("cat /tmp/rowan-perf-abandoned.pid").out;
+  pid.erase(pid.find_last_not_of(" \n") + 1);
+  ASSERT_FALSE(pid.empty());
+  const auto t0 = std::chrono::steady_clock::now();
+  const ShellResult killed =
+      exec('a', "timeout -s KILL 2 " + perf_ + " -c 198.18.2.10 -p 5202 -t 30 --cc bbr --rate 1e8");
+  EXPECT_TRUE(killed.status == 137 || killed.status == 124)
+      << "the client was to be killed mid-test: " << killed.status << " " << killed.out;
+  double exited_s = -1;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    if (shell("kill -0 " + pid + " 2>/dev/null").status != 0) {
+      exited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::string server_log = shell("cat " + log).out;
+  shell("kill " + pid + " 2>/dev/null");
+  EXPECT_GT(exited_s, 2.0) << "the server did not free the abandoned channel:\n" << server_log;
+  // Killed at 2 s, then 2 s of silence (+ keepalive and poll slack).
+  EXPECT_LT(exited_s, 8.0) << server_log;
+  EXPECT_NE(server_log.find("channel failed before END: timed out"), std::string::npos)
+      << server_log;
 }
 
 TEST_F(ChannelTest, PassthroughTelemetryQpAttrsAndChannel) {
