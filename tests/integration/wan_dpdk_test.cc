@@ -77,12 +77,16 @@ TEST_F(WanDpdkTest, VerifiedTcpAndUdpThroughLossAndMalformedFramesCounted) {
                                " up --mode passthrough --wan-backend dpdk --rate 100mbit "
                                "--rtt 20ms --loss 1% --cc bbr");
   ASSERT_EQ(up.status, 0) << "two-site up --wan-backend dpdk failed";
+  // Each side resolves the other, but a side that learns its peer's MAC from
+  // the peer's own request never asks, so only one of them need have replied.
+  uint64_t replies = 0;
   for (char site : {'a', 'b'}) {
     const json l = link(site);
     EXPECT_EQ(l.value("backend", std::string()), "dpdk") << site;
     EXPECT_TRUE(l.value("resolved", false)) << site << ": the peer's MAC is not resolved";
-    EXPECT_GE(l["arp"].value("replies_sent", uint64_t{0}), 1U) << site;
+    replies += l["arp"].value("replies_sent", uint64_t{0});
   }
+  EXPECT_GE(replies, 1U) << "neither gateway answered an ARP request on its DPDK WAN port";
 
   // TCP, every byte checked (checked_stream.py), through 1 % loss.
   const std::string stream =
