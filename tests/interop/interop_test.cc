@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -86,6 +87,19 @@ std::string quote(const std::string& s) {
 }
 
 std::string script() { return source_dir() + "/scripts/two-site"; }
+
+// The guests see the host's root read-only, but their /tmp, /run and /dev/shm
+// are their own tmpfs (docs/qemu-hosts.md), so a checkout or build folder under
+// /tmp (as a CI clone may be) is invisible to them. Files a guest must run are
+// copied to /var/tmp/rowan-interop first; returns the copy's path.
+constexpr const char* kGuestStage = "/var/tmp/rowan-interop";
+std::string stage_for_guest(const std::string& host_path) {
+  namespace fs = std::filesystem;
+  fs::create_directories(kGuestStage);
+  const fs::path dst = fs::path(kGuestStage) / fs::path(host_path).filename();
+  fs::copy_file(host_path, dst, fs::copy_options::overwrite_existing);
+  return dst.string();
+}
 
 // The testbed shared by the tests of one mode.
 class Testbed {
@@ -550,7 +564,8 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
   if (GetParam().name != "split") GTEST_SKIP() << "end to end in this mode; split mode only";
   // Once per split testbed (CI time): at the suite's 1 % loss.
   if (GetParam().loss != "1%") GTEST_SKIP() << "runs in Split/ (1 % loss) only";
-  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/interop/rkey_error_peer.py";
+  const std::string py =
+      "/usr/bin/python3 " + stage_for_guest(source_dir() + "/tests/interop/rkey_error_peer.py");
   const SplitCounters before = split_counters();
   auto srv = std::async(std::launch::async, [&] {
     return shell(script() + " exec b -- " + quote(py + " server --gid-index 1") + " 2>&1");
@@ -701,8 +716,11 @@ TEST_P(QpAttrsTest, HelperSetsThemOnSoftRoceQps) {
   const json a = qp_attrs();
   ASSERT_TRUE(a.is_object());
   std::ostringstream cmd;
-  cmd << binary_dir() << "/tests/interop/interop_qp_verbs -d rxe0 -g 1 --rtt " << a["rtt_s"].dump()
-      << " --rate " << a["rate_bps"].dump() << " --mode passthrough";
+  // The example links librowan.so from the build folder: both are staged.
+  stage_for_guest(binary_dir() + "/lib/src/api/librowan.so.0");
+  cmd << "LD_LIBRARY_PATH=" << kGuestStage << " "
+      << stage_for_guest(binary_dir() + "/tests/interop/interop_qp_verbs") << " -d rxe0 -g 1 --rtt "
+      << a["rtt_s"].dump() << " --rate " << a["rate_bps"].dump() << " --mode passthrough";
   const GuestRun r = guest('a', cmd.str());
   ASSERT_EQ(r.status, 0) << "qp_verbs failed:\n" << r.out;
   EXPECT_NE(r.out.find("write=ok"), std::string::npos) << r.out;
