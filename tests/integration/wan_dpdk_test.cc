@@ -18,7 +18,7 @@
 
 #include "tools/paths.h"
 #include "tools/shell.h"
-#include "tools/testbed_lock.h"
+#include "tools/testbed.h"
 
 namespace rowan::test {
 namespace {
@@ -28,54 +28,36 @@ using nlohmann::json;
 class WanDpdkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
-    for (const char* tool : {"ip", "iperf3", "ping", "ethtool", "jq"}) {
-      if (!have_tool(tool)) GTEST_SKIP() << tool << " is not installed (scripts/setup-deps)";
-    }
-    for (const char* bin : {"/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand"}) {
-      if (access((binary_dir() + bin).c_str(), X_OK) != 0) {
-        GTEST_SKIP() << binary_dir() + bin << " is not built (ROWAN_BUILD_DPDK=OFF?)";
-      }
-    }
-    setenv("ROWAN_BUILD_DIR", binary_dir().c_str(), 1);
-    for (const char* v : {"ROWAN_WANEM", "ROWAN_ROWAND", "ROWAN_ROWANCTL", "ROWAN_INSECURE"}) {
-      unsetenv(v);
-    }
-    script_ = source_dir() + "/scripts/two-site";
-    ctl_ = binary_dir() + "/daemon/rowanctl/rowanctl";
-    lock_ = std::make_unique<TestbedLock>();
-    ASSERT_TRUE(lock_->held()) << "the testbed lock stayed taken";
-    shell(script_ + " down 2>/dev/null");
-    started_ = true;
+    const std::string why = testbed_missing({"iperf3", "ethtool", "jq"});
+    if (!why.empty()) GTEST_SKIP() << why;
+    unsetenv("ROWAN_INSECURE");
+    tb_ = std::make_unique<Testbed>();
+    ASSERT_TRUE(tb_->held()) << "the testbed lock stayed taken";
   }
   void TearDown() override {
-    if (!started_) return;
-    EXPECT_EQ(shell(script_ + " down").status, 0) << "two-site down left something behind";
-    lock_.reset();
+    if (tb_ && tb_->held()) {
+      EXPECT_TRUE(tb_->down()) << "two-site down left something behind";
+    }
+    tb_.reset();
   }
-  ShellResult exec(char site, const std::string& cmd) {
-    return shell(script_ + " exec " + site + " -- " + cmd);
-  }
+  ShellResult exec(char site, const std::string& cmd) { return tb_->exec(site, cmd); }
   json ctl(char site, const std::string& cmd) {
-    const ShellResult r =
-        shell(ctl_ + " -s /run/rowan/" + site + "/control.sock " + cmd + " --json");
-    EXPECT_EQ(r.status, 0) << "rowanctl " << cmd;
-    return r.status == 0 ? json::parse(r.out, nullptr, false) : json();
+    const json j = tb_->ctl(site, cmd);
+    EXPECT_FALSE(j.is_discarded()) << "rowanctl " << cmd;
+    return j.is_discarded() ? json() : j;
   }
   json link(char site) {
     const json l = ctl(site, "links");
     return l.is_array() && !l.empty() ? l[0] : json::object();
   }
 
-  std::string script_, ctl_;
-  std::unique_ptr<TestbedLock> lock_;
-  bool started_ = false;
+  std::unique_ptr<Testbed> tb_;
 };
 
 TEST_F(WanDpdkTest, VerifiedTcpAndUdpThroughLossAndMalformedFramesCounted) {
-  const ShellResult up = shell(script_ +
-                               " up --mode passthrough --wan-backend dpdk --rate 100mbit "
-                               "--rtt 20ms --loss 1% --cc bbr");
+  const ShellResult up = tb_->up(
+      "--mode passthrough --wan-backend dpdk --rate 100mbit "
+      "--rtt 20ms --loss 1% --cc bbr");
   ASSERT_EQ(up.status, 0) << "two-site up --wan-backend dpdk failed";
   // Each side resolves the other, but a side that learns its peer's MAC from
   // the peer's own request never asks, so only one of them need have replied.
