@@ -585,6 +585,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     // An earlier record still waits for buffer space, or this flow already
     // holds its share of a contended send buffer.
     ++f->dropped;
+    ++ctr_.flow_drops[static_cast<size_t>(key.kind)];
     drop(Drop::kBacklog, m);
     return;
   }
@@ -597,6 +598,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     rte_pktmbuf_free(m);
   } else {
     ++f->dropped;
+    ++ctr_.flow_drops[static_cast<size_t>(key.kind)];
     drop(Drop::kBacklog, m);
   }
 }
@@ -1085,6 +1087,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
          {"bytes", f.bytes},
          {"ce_marked", f.ce_marked},
          {"dropped", f.dropped},
+         {"buffered_bytes", peers_[f.peer]->conn->stream_unacked(f.stream)},
          {"idle_s", (now - f.last_seen).seconds()}};
     if (f.key.kind == FlowKind::kRoce) {
       fj["dest_qp"] = f.key.qp;
@@ -1098,6 +1101,10 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
   }
   J drops = J::object();
   for (size_t i = 0; i < ctr_.drops.size(); ++i) drops[kDropNames[i]] = ctr_.drops[i];
+  J flow_drops = J::object();
+  for (size_t i = 0; i < ctr_.flow_drops.size(); ++i) {
+    flow_drops[to_string(static_cast<FlowKind>(i))] = ctr_.flow_drops[i];
+  }
   const PortStats ps = local_.stats();
   J routes = J::array();
   for (const Route& r : routes_) {
@@ -1132,6 +1139,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
            {"arp_replies", ctr_.arp_replies},
            {"arp_requests", ctr_.arp_requests},
            {"drops", drops},
+           {"flow_drops", flow_drops},
            {"split", split_->snapshot()}};
   return J{{"status", status}, {"peers", peers}, {"links", links}, {"flows", flows}};
 }

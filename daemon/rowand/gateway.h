@@ -138,6 +138,9 @@ struct GatewayCounters {
   uint64_t loops = 0;
   uint64_t idle_sleeps = 0;
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+  /// Packets dropped at admission (backlog) by the kind of their flow. Unlike
+  /// Flow::dropped these survive the flow's idle expiry.
+  std::array<uint64_t, static_cast<size_t>(FlowKind::kOther) + 1> flow_drops{};
 };
 
 class GatewaySplitIo;

@@ -171,6 +171,7 @@ class FaultsTest : public ::testing::Test {
     EXPECT_FALSE(j.is_discarded()) << v.out;
     if (j.is_discarded()) return roce_qps_ * roce_count_;
     const int got = j.value("packets", 0);
+    roce_errors_ = j.value("errors", json::array());
     for (const auto& e : j.value("errors", json::array())) {
       // Only missing packets are tolerated here: never a duplicate, a
       // reordering or a damaged payload.
@@ -182,15 +183,12 @@ class FaultsTest : public ::testing::Test {
         << d.out;
     return roce_qps_ * roce_count_ - got;
   }
-  // Packets of the RoCE flows gateway A dropped and counted (flows table).
+  // Packets of RoCE flows gateway A dropped and counted (status flow_drops:
+  // unlike a flow's own `dropped`, it survives the flow's idle expiry).
   uint64_t roce_dropped_at_a() {
-    uint64_t n = 0;
-    const json flows = tb_->ctl('a', "flows");
-    if (!flows.is_array()) return 0;
-    for (const auto& f : flows) {
-      if (f.value("kind", std::string()) == "roce") n += f.value("dropped", uint64_t{0});
-    }
-    return n;
+    const json st = tb_->ctl('a', "status");
+    if (st.is_discarded() || !st.contains("flow_drops")) return 0;
+    return st["flow_drops"].value("roce", uint64_t{0});
   }
   // The long flap: 10 s in CI, 30 s with ROWAN_LONG_FAULTS=1.
   static int long_flap_seconds() {
@@ -202,6 +200,7 @@ class FaultsTest : public ::testing::Test {
   std::string script_, ctl_, stream_, roce_;
   std::thread roce_sender_;
   int roce_qps_ = 0, roce_count_ = 0;
+  json roce_errors_;
 };
 
 TEST_F(FaultsTest, InjectedDatagramsAreDroppedByReason) {
@@ -265,7 +264,7 @@ TEST_F(FaultsTest, LongWanFlapLosesNoByteAndIsReported) {
       EXPECT_GT(j["end"]["sum_received"]["bytes"].get<double>(), 0);
     }
   });
-  json down_a, down_b;
+  json down_a, down_b, flows_during;
   double up_metric_during = -1;
   const auto t0 = std::chrono::steady_clock::now();
   const json v = checked_transfer(48 << 20, [&] {
@@ -277,6 +276,7 @@ TEST_F(FaultsTest, LongWanFlapLosesNoByteAndIsReported) {
     down_a = peer('a');
     down_b = peer('b');
     up_metric_during = metric('a', "rowan_peer_up");
+    flows_during = tb_->ctl('a', "flows");
   });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   iperf.join();
@@ -286,6 +286,25 @@ TEST_F(FaultsTest, LongWanFlapLosesNoByteAndIsReported) {
   // counted drop, never a silent loss.
   const int roce_missing = roce_check();
   EXPECT_EQ(static_cast<uint64_t>(roce_missing), roce_dropped_at_a());
+  {
+    // Where the RoCE packets went: both gateways' drops (by reason and by
+    // flow kind), A's flows and their buffered bytes during the outage.
+    std::string during;
+    for (const auto& f : flows_during.is_array() ? flows_during : json::array()) {
+      during += " " + f.value("kind", std::string("?")) + ":" +
+                std::to_string(f.value("buffered_bytes", uint64_t{0})) + "B/" +
+                std::to_string(f.value("dropped", uint64_t{0})) + "d";
+    }
+    for (char site : {'a', 'b'}) {
+      const json st = tb_->ctl(site, "status");
+      if (st.is_discarded()) continue;
+      std::printf("gateway %c drops %s, by flow kind %s\n", site,
+                  st.value("drops", json::object()).dump().c_str(),
+                  st.value("flow_drops", json::object()).dump().c_str());
+    }
+    std::printf("RoCE missing %d (%s); A's flows 5 s into the outage (buffered/dropped):%s\n",
+                roce_missing, roce_errors_.dump().c_str(), during.c_str());
+  }
   EXPECT_TRUE(v.value("ok", false)) << v.dump();
   EXPECT_EQ(v.value("received", uint64_t{0}), uint64_t{48} << 20);
   // During the outage: both peers down (no datagram for 3 s), the metric too.
