@@ -391,7 +391,9 @@ bool Gateway::poll(TimePoint now) noexcept {
       reset_transport(*p, now);
     }
     p->driver->poll(now);
-    const uint64_t rxp = p->conn->stats().packets_received;
+    const transport::ConnStats& st = p->conn->stats();
+    p->drain.update(now, st.delivered_bytes, p->conn->unacked_bytes(), st.srtt);
+    const uint64_t rxp = st.packets_received;
     if (rxp != p->last_rx_packets) {
       p->last_rx_packets = rxp;
       p->last_rx = now;
@@ -581,7 +583,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     rte_pktmbuf_free(m);
     return;
   }
-  if (!f->tail.empty() || !within_share(peer, *f, iplen + 2U)) {
+  if (!f->tail.empty() || !within_share(peer, *f, iplen + 2U, now)) {
     // An earlier record still waits for buffer space, or this flow already
     // holds its share of a contended send buffer.
     ++f->dropped;
@@ -634,7 +636,8 @@ void Gateway::flush_tails(TimePoint now) noexcept {
   }
 }
 
-bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept {
+bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec,
+                           TimePoint now) noexcept {
   if (flow.offered_epoch != window_epoch_) {
     flow.offered_epoch = window_epoch_;
     ++window_offered_;
@@ -645,11 +648,18 @@ bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noex
   // may always fill up to its fair share (the buffer over the flows that
   // sent in this or the last window); beyond it, only while an eighth of
   // the buffer stays free for the others.
+  // While the link does not drain (an outage), the last eighth is kept for
+  // flows that hold little, so a flow that starts during it still gets room
+  // (send_admission.h).
   const transport::Connection& c = *peer.conn;
-  const Bytes cap = c.send_buffer_capacity();
-  const Bytes flows = std::max({window_offered_, last_window_offered_, 1U});
-  if (c.stream_unacked(flow.stream) + rec <= cap / flows) return true;
-  return c.send_buffer_free() >= rec + cap / 8;
+  AdmissionView v;
+  v.capacity = c.send_buffer_capacity();
+  v.free = c.send_buffer_free();
+  v.held = c.stream_unacked(flow.stream);
+  v.record = rec;
+  v.flows = std::max({window_offered_, last_window_offered_, 1U});
+  v.stalled = peer.drain.stalled(now);
+  return admit(v);
 }
 
 void Gateway::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept {

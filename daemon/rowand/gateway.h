@@ -35,6 +35,7 @@
 #include "io/udp_uring.h"
 #include "metrics.h"
 #include "peer_health.h"
+#include "send_admission.h"
 #include "split_engine.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
@@ -107,6 +108,7 @@ struct PeerState {
   uint64_t peer_restarts_seen = 0;  ///< secure->peer_restarts when the transport was last reset
   uint64_t transport_resets = 0;    ///< transports dropped because the peer restarted
   PeerHealth health;                ///< outages of the link (housekeeping)
+  DrainWatch drain;                 ///< whether the send buffer drains (poll)
   TimePoint last_ping;              ///< insecure links: the transport's own keepalive
   std::unique_ptr<transport::Connection> conn;
   std::unique_ptr<transport::Driver> driver;
@@ -192,7 +194,7 @@ class Gateway {
                     TimePoint now) noexcept;
   void flush_tails(TimePoint now) noexcept;
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
-  bool within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept;
+  bool within_share(const PeerState& peer, Flow& flow, uint32_t rec, TimePoint now) noexcept;
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
