@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   s.cc = std::string(rowan::cc::kDefaultAlgorithm);
   std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",
               duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample, jitter = "0s",
-              host_delay = "0s";
+              host_delay = "0s", host_offset = "0s";
   std::vector<std::string> params, steps;
   bool json = false, list = false;
   app.add_option("--cc", s.cc, "congestion control (default: the flagship, as rowand)");
@@ -87,6 +87,11 @@ int main(int argc, char** argv) {
                  "extra one-way delay after the bottleneck, uniform in [0, J], no reordering");
   app.add_option("--host-delay", host_delay,
                  "hosts wake late by uniform [0, D] for timers and arrivals (batched)");
+  app.add_option("--host-offset", host_offset,
+                 "constant extra RTT the hinted base RTT does not include (gateway processing)");
+  app.add_flag("--tcp-source", s.tcp_source,
+               "the application is a host TCP through a passthrough gateway (slow start up to "
+               "2 BDP end to end) instead of a bulk source");
   app.add_flag("--verify", s.verify, "carry real payload and check every byte (slower)");
   app.add_option("--series", s.series_path, "write per-flow throughput and queue delay CSV");
   app.add_option("--sample-interval", sample,
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
     s.warmup = rowan::cc::parse_duration(warmup);
     s.jitter = rowan::cc::parse_duration(jitter);
     s.host_delay = rowan::cc::parse_duration(host_delay);
+    s.host_offset = rowan::cc::parse_duration(host_offset);
     if (!sample.empty()) s.sample_interval = rowan::cc::parse_duration(sample);
     if (!rtts.empty())
       for (const auto& t : split(rtts, ',')) s.flow_rtts.push_back(rowan::cc::parse_duration(t));

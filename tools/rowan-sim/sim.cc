@@ -137,7 +137,8 @@ struct Flow {
   std::unique_ptr<Pipe> fwd, rev;  // to the receiver, to the sender
   uint64_t rx_bytes = 0, rx_after_warmup = 0, rx_after_all = 0, rx_at_sample = 0;
   uint64_t tx_written = 0;
-  TimePoint fwd_last;  // latest forward delivery time (jitter never reorders)
+  uint64_t app_window = 0;  ///< tcp_source: end-to-end window of the host TCP
+  TimePoint fwd_last;       // latest forward delivery time (jitter never reorders)
   uint64_t verify_errors = 0;
   std::vector<double> recent;  // throughput of the last samples (bit/s)
   double converge_s = -1;
@@ -158,6 +159,7 @@ class Simulation {
                   ? s.buffer_bytes
                   : static_cast<Bytes>(static_cast<double>(s.rate.bytes_in(s.rtt)) * s.buffer_bdp);
     buffer_ = std::max<Bytes>(buffer_, mss_);
+    tcp_window_max_ = s.tcp_window_max != 0 ? s.tcp_window_max : 2 * s.rate.bytes_in(s.rtt);
     end_ = TimePoint::zero() + s.duration;
     warmup_ = TimePoint::zero() + std::min(s.warmup, s.duration - Duration::from_ns(1));
     interval_ =
@@ -238,6 +240,7 @@ class Simulation {
   BitsPerSec rate_;
   uint32_t mss_ = 0, slot_ = 0;
   Bytes buffer_ = 0;
+  Bytes tcp_window_max_ = 0;
   TimePoint end_, warmup_, last_start_, all_from_;
   Duration interval_;
   TimePoint link_free_at_;
@@ -318,6 +321,7 @@ void Simulation::start_flow(Flow& f) {
   f.snd.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
   f.rcv.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
   f.started = true;
+  f.app_window = 10ULL * 1448;
   service(f.snd);
 }
 
@@ -329,8 +333,13 @@ void Simulation::service(Endpoint& ep) {
   const bool was_empty = pipe.empty();
   for (;;) {
     if (ep.sender) {
-      // A bulk application: keep the send buffer full.
+      // A bulk application keeps the send buffer full; a host TCP keeps at
+      // most its window outstanding end to end.
       Bytes room = conn.send_buffer_free();
+      if (s_.tcp_source) {
+        const uint64_t outstanding = f.tx_written - f.rx_bytes;
+        room = std::min<Bytes>(room, f.app_window > outstanding ? f.app_window - outstanding : 0);
+      }
       if (s_.verify) {
         while (room > 0) {
           const size_t n = static_cast<size_t>(std::min<Bytes>(room, scratch_.size()));
@@ -354,7 +363,7 @@ void Simulation::service(Endpoint& ep) {
       TimePoint at;
       if (ep.sender) {
         if (!admit(f, out_[i].wire_len, &at)) continue;
-        at += f.rtt / 2;
+        at += f.rtt / 2 + s_.host_offset;
         if (s_.jitter.ns() > 0) {
           at += Duration::from_ns(
               static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
@@ -402,6 +411,7 @@ void Simulation::deliver(Flow& f, bool forward) {
             if (scratch_[i] != pattern(f.rx_bytes + i)) ++f.verify_errors;
         }
         f.rx_bytes += n;
+        if (s_.tcp_source) f.app_window = std::min<uint64_t>(f.app_window + n, tcp_window_max_);
         if (now >= warmup_) f.rx_after_warmup += n;
         if (now >= all_from_) f.rx_after_all += n;
       }
@@ -574,6 +584,8 @@ std::string to_json(const Scenario& s, const Result& r) {
   j["warmup_s"] = s.warmup.seconds();
   j["jitter_s"] = s.jitter.seconds();
   j["host_delay_s"] = s.host_delay.seconds();
+  j["host_offset_s"] = s.host_offset.seconds();
+  j["tcp_source"] = s.tcp_source;
   j["tail_drops"] = r.tail_drops;
   j["random_drops"] = r.random_drops;
   j["packets"] = r.packets;

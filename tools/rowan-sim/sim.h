@@ -38,10 +38,21 @@ struct Scenario {
   // Real-path noise (what a software host or an emulated WAN adds; a clean
   // simulator has none of it, which is how the flagship once met every
   // simulated target and collapsed on the testbed):
-  Duration jitter;      ///< extra one-way delay after the bottleneck, uniform in [0, jitter],
-                        ///< never reordering (as rowan-wanem and netem with a rate)
-  Duration host_delay;  ///< each wake-up of an endpoint (a timer, an arrival) is late by
-                        ///< uniform [0, host_delay]; arrivals meanwhile are handled in one batch
+  Duration jitter;       ///< extra one-way delay after the bottleneck, uniform in [0, jitter],
+                         ///< never reordering (as rowan-wanem and netem with a rate)
+  Duration host_delay;   ///< each wake-up of an endpoint (a timer, an arrival) is late by
+                         ///< uniform [0, host_delay]; arrivals meanwhile are handled in one batch
+  Duration host_offset;  ///< constant extra round-trip delay the hinted base RTT does not
+                         ///< include (a real gateway's stack and processing: ~0.25 ms on the
+                         ///< two-site testbed), added to the forward path
+  /// The sender's application is a host TCP seen through a passthrough
+  /// gateway instead of a bulk source: it keeps at most a window of bytes
+  /// outstanding end to end (written and not yet read by the receiving
+  /// application), starting at 10 segments and growing by what is read (slow
+  /// start, no host loss) up to `tcp_window_max` (0: 2 × rate × rtt). The
+  /// transport is app-limited and bursty until the window exceeds its rate.
+  bool tcp_source = false;
+  Bytes tcp_window_max = 0;
   double buffer_bdp = 1.0;  ///< bottleneck buffer as a multiple of rate × rtt ...
   Bytes buffer_bytes = 0;   ///< ... or in bytes when non-zero
   int flows = 1;
