@@ -24,6 +24,7 @@ void Requester::start(uint32_t next_psn) noexcept {
   bytes_ = 0;
   start_psn_ = next_psn_ = next_psn & roce::kPsnMask;
   retries_ = 0;
+  probe_ = false;
   rto_base_ = rto_cur_ = cfg_.rto;
   srtt_ = rttvar_ = Duration::zero();
   timer_ = TimePoint::infinite();
@@ -54,8 +55,12 @@ PushResult Requester::push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_
 }
 
 bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noexcept {
-  if (failed_ || send_ >= count_ || send_ >= cfg_.max_inflight || now < rnr_until_) return false;
-  const uint32_t slot = (head_ + send_) % slots_;
+  if (failed_ || now < rnr_until_) return false;
+  // A timeout's probe: the oldest packet alone, whatever else is in flight.
+  const bool probe = probe_ && count_ > 0 && send_ > 0;
+  probe_ = false;
+  if (!probe && (send_ >= count_ || send_ >= cfg_.max_inflight)) return false;
+  const uint32_t slot = (head_ + (probe ? 0 : send_)) % slots_;
   Entry& e = entries_[slot];
   if (e.sent) {
     ++stats_.retransmitted;
@@ -64,7 +69,7 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
   e.sent = true;
   e.sent_at = now;
   ++stats_.transmitted;
-  ++send_;
+  if (!probe) ++send_;
   if (timer_.is_infinite()) timer_ = now + rto_cur_;
   *pkt = {storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, e.len};
   return true;
@@ -105,6 +110,7 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
   }
   if (progress) {
     retries_ = 0;
+    probe_ = false;
     // RFC 6298 5.7: a backed-off timeout stays until a fresh sample.
     if (sampled) rto_cur_ = rto_base_;
     timer_ = send_ > 0 ? now + rto_cur_ : TimePoint::infinite();
@@ -114,6 +120,7 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
 
 void Requester::go_back() noexcept {
   send_ = 0;
+  probe_ = false;
   timer_ = TimePoint::infinite();  // re-armed by the retransmission
 }
 
@@ -180,14 +187,20 @@ Event Requester::poll(TimePoint now) noexcept {
     return Event::kRetryExceeded;
   }
   rto_cur_ = std::min(rto_cur_ + rto_cur_, cfg_.max_rto);
-  go_back();
+  if (retries_ == 1) {
+    // First timeout since progress: probe with the oldest packet only.
+    probe_ = true;
+    timer_ = TimePoint::infinite();  // re-armed by the probe
+  } else {
+    go_back();
+  }
   return Event::kNone;
 }
 
 TimePoint Requester::next_timeout() const noexcept {
   if (failed_) return TimePoint::infinite();
   TimePoint t = timer_;
-  if (send_ < count_) t = std::min(t, rnr_until_);
+  if (send_ < count_ || probe_) t = std::min(t, rnr_until_);
   return t;
 }
 

@@ -6,10 +6,17 @@
 // requester, so this side owns them: it keeps a copy of every request packet
 // (with its original PSN) until the remote host acknowledges it, transmits
 // in PSN order, and retransmits go-back-N from the NAKed PSN on a
-// NAK-sequence-error, from the oldest unacknowledged packet when its own
-// timer runs out (RFC 6298 estimator over the local round trips of packets
-// sent once, at least `rto`; exponential back-off, at most `max_retries`
-// times without progress), and after the RNR NAK's timer (IBA table 45) on an RNR NAK. A
+// NAK-sequence-error, when its own timer runs out (RFC 6298 estimator over
+// the local round trips of packets sent once, at least `rto`; exponential
+// back-off, at most `max_retries` times without progress), and after the RNR
+// NAK's timer (IBA table 45) on an RNR NAK. A timeout first resends only the
+// oldest unacknowledged packet, as TCP does on an RTO (RFC 5681 3.1): a
+// responder that was merely slow answers the duplicate with an ACK of how far
+// it got, and a lost packet before others would have drawn a NAK; only a
+// second timeout without progress goes back N from the oldest. (A slow soft-RoCE
+// responder under load made the timer fire on 77 of 120 64 KiB SENDs, and
+// every whole-window resend added to its backlog: 3202 packets resent for
+// 7609.) A
 // fatal NAK (invalid request, remote access or operational error) or
 // exhausted retries is reported to the caller, which fails the flow toward
 // the original requester.
@@ -38,9 +45,13 @@ struct RequesterConfig {
   uint32_t pmtu = 1024;                 ///< path MTU toward the remote host (READ spans)
   Duration rto = Duration::from_ms(4);  ///< the smallest retransmission timeout
   Duration max_rto = Duration::from_ms(500);
-  uint32_t max_retries = 7;
-  uint32_t max_inflight = 64;  ///< packets sent and not yet acknowledged (go-back-N bursts too)
-                               ///< ///< timeouts / repeated NAKs without progress
+  uint32_t max_retries = 7;     ///< timeouts / repeated NAKs without progress
+  uint32_t max_inflight = 128;  ///< packets sent and not yet acknowledged (go-back-N bursts
+                                ///< too); Linux rxe's own limit (RXE_MAX_UNACKED_PSNS). At
+                                ///< least two 64-packet messages, so that the next one is
+                                ///< queued at the responder while the last one's ACK returns
+                                ///< (at 64, a requester that asks for an ACK once per message
+                                ///< got stop-and-wait).
 };
 
 enum class PushResult : uint8_t {
@@ -79,8 +90,9 @@ class Requester {
   PushResult push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_t psn, uint32_t dma_len,
                   TimePoint now) noexcept;
 
-  /// The next packet to send to the remote host at `now`, if any (new
-  /// packets and go-back retransmissions, not during an RNR wait). The span
+  /// The next packet to send to the remote host at `now`, if any (a
+  /// timeout's probe, new packets and go-back retransmissions, not during an
+  /// RNR wait). The span
   /// stays valid until the next push/on_* call.
   bool next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noexcept;
 
@@ -140,8 +152,9 @@ class Requester {
   bool failed_ = false;
   uint8_t fatal_syndrome_ = 0;
   uint32_t retries_ = 0;
-  Duration rto_base_;  ///< from the RTT estimate
-  Duration rto_cur_;   ///< with back-off
+  bool probe_ = false;  ///< a timeout asks for the oldest packet to be resent alone
+  Duration rto_base_;   ///< from the RTT estimate
+  Duration rto_cur_;    ///< with back-off
   Duration srtt_;
   Duration rttvar_;
   TimePoint timer_ =

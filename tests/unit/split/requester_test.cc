@@ -93,11 +93,11 @@ TEST_F(RequesterTest, TimerRetransmitsFromOldestWithBackoffThenGivesUp) {
   EXPECT_EQ(drain(), V{});
   clock_.advance(Duration::from_ns(1));
   EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
-  EXPECT_EQ(drain(), (V{0, 1}));
+  EXPECT_EQ(drain(), V{0});  // the first timeout probes with the oldest alone
   EXPECT_EQ(req_->next_timeout(), clock_.now() + cfg_.rto + cfg_.rto);  // backed off
   clock_.advance(cfg_.rto + cfg_.rto);
   EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
-  drain();
+  EXPECT_EQ(drain(), (V{0, 1}));  // no progress since: go back N
   clock_.advance(cfg_.max_rto);
   EXPECT_EQ(req_->poll(clock_.now()), Event::kRetryExceeded);
   EXPECT_TRUE(req_->failed());
@@ -178,7 +178,39 @@ TEST_F(RequesterTest, InflightIsCapped) {
   EXPECT_EQ(drain(), (V{3, 4}));
   clock_.advance(cfg_.rto);
   req_->poll(clock_.now());
+  EXPECT_EQ(drain(), V{2});  // the probe
+  clock_.advance(cfg_.rto * 2);
+  req_->poll(clock_.now());
   EXPECT_EQ(drain(), (V{2, 3, 4}));  // go-back-N, still at most 3 in flight
+}
+
+// A responder that was only slow: the timeout's probe (the oldest packet,
+// resent alone) draws an ACK of everything it has, and nothing else is sent
+// twice; the next timeout probes again rather than going back N.
+TEST_F(RequesterTest, TimeoutProbesWithTheOldestBeforeGoingBackN) {
+  make(50);
+  for (uint32_t p = 50; p < 58; ++p) push(p);  // all 8 slots
+  EXPECT_EQ(drain(), (V{50, 51, 52, 53, 54, 55, 56, 57}));
+  clock_.advance(cfg_.rto);
+  EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
+  EXPECT_EQ(drain(), V{50});
+  EXPECT_EQ(req_->stats().retransmitted, 1U);
+  // The responder answers the duplicate with its progress: through 53.
+  clock_.advance(Duration::from_ms(1));
+  req_->on_aeth(53, syndrome::kAckUnlimited, clock_.now());
+  EXPECT_EQ(req_->in_window(), 4U);
+  EXPECT_EQ(drain(), V{});  // 54..57 are still in flight, not resent
+  // Still slow: the next timeout (after the sample from 51..53) probes again.
+  clock_.advance(req_->next_timeout() - clock_.now());
+  EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
+  EXPECT_EQ(drain(), V{54});
+  EXPECT_EQ(req_->stats().timeouts, 2U);
+  EXPECT_EQ(req_->stats().retransmitted, 2U);
+  // A lost tail: no answer to the probe, so the next timeout goes back N.
+  clock_.advance(req_->next_timeout() - clock_.now());
+  req_->poll(clock_.now());
+  EXPECT_EQ(drain(), (V{54, 55, 56, 57}));
+  EXPECT_EQ(req_->stats().timeouts, 3U);
 }
 
 TEST_F(RequesterTest, TimeoutFollowsTheMeasuredRoundTrip) {
