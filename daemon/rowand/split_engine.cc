@@ -17,6 +17,8 @@ constexpr uint8_t kCtrlMagic = 0xF0;  // version nibble 15: never an IP packet
 constexpr uint8_t kCtrlStart = 1;
 constexpr uint8_t kCtrlCmSplit = 2;  // the next CM REQ on this stream comes from a split route
 constexpr uint32_t kCtrlCmLen = 4;
+constexpr uint8_t kCtrlCmDrain = 3;  // the next CM MAD (a DREQ) follows the data up to a PSN
+constexpr uint32_t kCtrlDrainLen = 8;
 constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
 constexpr uint32_t kDefaultPmtu = 1024;
 constexpr uint32_t kEgressSlots = 1024;
@@ -183,13 +185,14 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
   if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
   if (p.bth.opcode == roce::op::kUdSendOnly && p.bth.dest_qp == split::kCmQp) {
     split::CmMessage m;
-    if (split_route && split::parse_cm(p, m) && m.attr == split::cm_attr::kReq &&
-        io_.has_room(flow, kCtrlCmLen)) {
+    const bool cm = split::parse_cm(p, m);
+    if (cm && split_route && m.attr == split::cm_attr::kReq && io_.has_room(flow, kCtrlCmLen)) {
       // Tells the peer gateway that this REQ comes from a split route (it
       // may give the REQ its site's path MTU): a short record ahead of it.
       const std::array<uint8_t, kCtrlCmLen> ctrl{kCtrlMagic, kCtrlCmSplit, p.src.version, 0};
       io_.carry(flow, ctrl.data(), kCtrlCmLen, now);
     }
+    if (cm && m.attr == split::cm_attr::kDreq && used_ > 0) announce_drain(flow, p, m, now);
     on_cm(p, true, split_route, now);
     return false;  // CM MADs always pass through
   }
@@ -217,7 +220,9 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
   // A local responder answering a remote requester.
   SplitFlow* sf = find(key_of(p), true);
   if (sf == nullptr || sf->role != Role::kEgress) return false;
-  return egress_from_responder(*sf, p, now);
+  const bool consumed = egress_from_responder(*sf, p, now);
+  if (held_n_ > 0) release_held(now);  // this ACK may have drained a flow a DREQ waits for
+  return consumed;
 }
 
 void SplitEngine::start_split(SplitFlow& sf, Flow& flow, TimePoint now) noexcept {
@@ -326,6 +331,9 @@ bool SplitEngine::on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, ui
     if (roce::parse_ip({ip, len}, cm) != roce::ParseError::kOk) return false;
     const bool split = cm_split_peer_ == peer && cm_split_stream_ == stream && cm_split_pending_;
     cm_split_pending_ = false;
+    const bool drain = cm_drain_peer_ == peer && cm_drain_stream_ == stream && cm_drain_pending_;
+    cm_drain_pending_ = false;
+    if ((drain || held_n_ > 0) && hold_dreq(cm, ip, len, drain, cm_drain_psn_, now)) return true;
     return on_cm(cm, false, split, now);
   }
   if (used_ == 0) return false;
@@ -423,6 +431,13 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
     cm_split_peer_ = peer;
     cm_split_stream_ = stream;
     cm_split_pending_ = true;
+    return;
+  }
+  if (len >= kCtrlDrainLen && c[1] == kCtrlCmDrain) {
+    cm_drain_peer_ = peer;
+    cm_drain_stream_ = stream;
+    cm_drain_psn_ = load_be32(c + 4) & roce::kPsnMask;
+    cm_drain_pending_ = true;
     return;
   }
   if (len < kCtrlLen || c[1] != kCtrlStart || (c[2] != 4 && c[2] != 6)) {
@@ -577,6 +592,7 @@ bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {
 }
 
 void SplitEngine::poll(TimePoint now) noexcept {
+  if (held_n_ > 0) release_held(now);
   if (used_ == 0) return;
   for (SplitFlow& sf : flows_) {
     if (sf.role == Role::kIngress) {
@@ -590,10 +606,16 @@ void SplitEngine::poll(TimePoint now) noexcept {
       flush(sf, now);
     }
   }
+  if (held_n_ > 0) release_held(now);  // a flow may have failed
 }
 
 TimePoint SplitEngine::next_timeout() const noexcept {
   TimePoint t = TimePoint::infinite();
+  if (held_n_ > 0) {
+    for (const HeldMad& h : held_) {
+      if (h.used) t = std::min(t, h.since + kDreqHoldMax);
+    }
+  }
   if (used_ == 0) return t;
   for (const SplitFlow& sf : flows_) {
     if (sf.role == Role::kIngress) t = std::min(t, sf.responder.next_timeout());
@@ -669,6 +691,70 @@ bool SplitEngine::on_cm(const roce::RocePacket& p, bool from_local, bool split_r
   io_.send_local(big_.data(), p.len, now);
   ++stats_.cm_mtu_rewritten;
   return true;
+}
+
+void SplitEngine::announce_drain(Flow& flow, const roce::RocePacket& p, const split::CmMessage& m,
+                                 TimePoint now) noexcept {
+  // The DREQ names the receiver's QP: the sender's requester flow toward it.
+  const SplitFlow* sf = find(roce_key(p.src, p.dst, m.remote_qpn), false);
+  if (sf == nullptr || sf->role != Role::kIngress || !io_.has_room(flow, kCtrlDrainLen)) return;
+  std::array<uint8_t, kCtrlDrainLen> ctrl{kCtrlMagic, kCtrlCmDrain, p.src.version, 0};
+  store_be32(ctrl.data() + 4, sf->responder.expected_psn());
+  io_.carry(flow, ctrl.data(), kCtrlDrainLen, now);
+}
+
+bool SplitEngine::drained(const SplitFlow& sf, uint32_t end_psn) noexcept {
+  const split::Requester& rq = *sf.requester;
+  if (rq.failed()) return true;  // nothing more will be delivered
+  // The next request PSN in the ingress' space (translated flows count
+  // their input, not the re-cut pieces).
+  const uint32_t next = sf.xlate ? sf.xlate->requests.next_in_psn() : rq.next_psn();
+  return !psn_lt(next, end_psn) && rq.in_window() == 0;
+}
+
+bool SplitEngine::hold_dreq(const roce::RocePacket& p, const uint8_t* ip, uint32_t len,
+                            bool have_end, uint32_t end_psn, TimePoint now) noexcept {
+  split::CmMessage m;
+  if (!split::parse_cm(p, m) || m.attr != split::cm_attr::kDreq) return false;
+  const FlowKey k = roce_key(p.src, p.dst, m.remote_qpn);
+  HeldMad* slot = nullptr;
+  for (HeldMad& h : held_) {
+    // The host repeated its DREQ (its gateway no longer knows the flow, so
+    // no drain record came): one waiting is enough.
+    if (h.used && h.egress == k) return true;
+    if (!h.used && slot == nullptr) slot = &h;
+  }
+  if (!have_end) return false;
+  const SplitFlow* sf = find(k, false);
+  if (sf == nullptr || sf->role != Role::kEgress || drained(*sf, end_psn)) return false;
+  if (slot == nullptr || len > slot->bytes.size()) return false;  // table full: as before
+  slot->used = true;
+  slot->egress = k;
+  slot->end_psn = end_psn;
+  slot->since = now;
+  slot->len = len;
+  std::memcpy(slot->bytes.data(), ip, len);
+  ++held_n_;
+  ++stats_.dreqs_held;
+  return true;
+}
+
+void SplitEngine::release_held(TimePoint now) noexcept {
+  for (HeldMad& h : held_) {
+    if (!h.used) continue;
+    const SplitFlow* sf = find(h.egress, false);
+    const bool expired = now - h.since >= kDreqHoldMax;
+    if (sf != nullptr && sf->role == Role::kEgress && !drained(*sf, h.end_psn) && !expired) {
+      continue;
+    }
+    if (expired) ++stats_.dreq_hold_expired;
+    h.used = false;
+    --held_n_;
+    roce::RocePacket q;
+    if (roce::parse_ip({h.bytes.data(), h.len}, q) != roce::ParseError::kOk) continue;
+    on_cm(q, false, false, now);  // releases the connection's flows
+    io_.send_local(h.bytes.data(), h.len, now);
+  }
 }
 
 uint32_t SplitEngine::local_host_pmtu(const roce::IpAddr& host, uint32_t qpn) const noexcept {
@@ -833,6 +919,9 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"cm_paired", s.cm_paired},
            {"cm_released", s.cm_released},
            {"failed_released", s.failed_released},
+           {"dreqs_held", s.dreqs_held},
+           {"dreq_hold_expired", s.dreq_hold_expired},
+           {"dreqs_waiting", held_n_},
            {"cm_connections", cm_.size()},
            {"flows", flows}};
 }

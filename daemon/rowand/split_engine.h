@@ -24,6 +24,15 @@
 // PSN known, MSN 0, nothing in flight), so the split starts with its first
 // request. DREQ, DREP and REJ release both directions of the connection; a
 // failed flow is released once its failure was reported (QP error).
+// Teardown keeps the order the hosts rely on: a DREQ from a requester whose
+// flow is split is preceded, on the CM MAD's stream, by a drain record
+// (F0 03 | ip version | 0 | end psn(4): the PSN after the last request the
+// ingress accepted), and the gateway of the DREQ's receiver holds the DREQ
+// until its egress flow has delivered every request before that PSN and
+// had it acknowledged (or failed): the requester's work requests all
+// completed at gateway A, but the data may still be in gateway B's slots or
+// on the WAN (another stream), and a host that saw the DREQ first would tear
+// its QP down under it.
 //
 // MTU translation (split/resegment.h): `set_local_pmtu()` gives the path
 // MTU this site's hosts use. A REQ delivered to a local (passive) host gets
@@ -99,14 +108,20 @@ struct SplitStats {
   uint64_t cm_paired = 0;    ///< flows paired from RDMA CM REQ/REP
   uint64_t cm_released = 0;  ///< flows released by DREQ/DREP/REJ
   uint64_t failed_released = 0;
-  uint64_t translated_flows = 0;  ///< egress flows re-segmenting between two MTUs
-  uint64_t resegmented = 0;       ///< request pieces built for the local host
-  uint64_t cm_mtu_rewritten = 0;  ///< REQs given the site's path MTU
+  uint64_t translated_flows = 0;   ///< egress flows re-segmenting between two MTUs
+  uint64_t resegmented = 0;        ///< request pieces built for the local host
+  uint64_t cm_mtu_rewritten = 0;   ///< REQs given the site's path MTU
+  uint64_t dreqs_held = 0;         ///< DREQs held until the egress delivered the data before them
+  uint64_t dreq_hold_expired = 0;  ///< ... and delivered after kDreqHoldMax instead
 };
 
 class SplitEngine {
  public:
   static constexpr uint32_t kMaxFlows = 256;
+  /// DREQs held at once (behind data still owned by an egress flow).
+  static constexpr uint32_t kHeldMads = 16;
+  /// The longest a DREQ waits for its egress flow to drain.
+  static constexpr Duration kDreqHoldMax = Duration::from_s(10);
 
   SplitEngine(SplitIo& io, uint32_t local_mtu);
 
@@ -198,6 +213,20 @@ class SplitEngine {
   /// Releases the flow(s) of the QP pair; returns how many.
   uint32_t release_key(const FlowKey& k) noexcept;
   void release(SplitFlow& sf) noexcept;
+  /// A DREQ from the host of `flow` for a split flow it requests on: tells
+  /// the peer gateway up to which PSN that flow's data precedes the DREQ.
+  void announce_drain(Flow& flow, const roce::RocePacket& p, const split::CmMessage& m,
+                      TimePoint now) noexcept;
+  /// A DREQ from the WAN toward a local host whose egress flow has not yet
+  /// delivered (and had acknowledged) every request up to `end_psn` (when
+  /// `have_end`: a drain record came ahead of it): kept back until it has; a
+  /// repeat of a DREQ already waiting is dropped. Returns false when it may
+  /// go on at once.
+  bool hold_dreq(const roce::RocePacket& p, const uint8_t* ip, uint32_t len, bool have_end,
+                 uint32_t end_psn, TimePoint now) noexcept;
+  static bool drained(const SplitFlow& sf, uint32_t end_psn) noexcept;
+  /// Delivers (and acts on) the held DREQs whose wait is over.
+  void release_held(TimePoint now) noexcept;
 
   SplitIo& io_;
   uint32_t local_mtu_;
@@ -214,7 +243,22 @@ class SplitEngine {
   split::CmTracker cm_;
   PeerState* cm_split_peer_ = nullptr;  ///< a kCtrlCmSplit record came on this stream ...
   uint64_t cm_split_stream_ = 0;
-  bool cm_split_pending_ = false;  ///< ... and applies to the next CM REQ on it
+  bool cm_split_pending_ = false;       ///< ... and applies to the next CM REQ on it
+  PeerState* cm_drain_peer_ = nullptr;  ///< a kCtrlCmDrain record came on this stream ...
+  uint64_t cm_drain_stream_ = 0;
+  uint32_t cm_drain_psn_ = 0;
+  bool cm_drain_pending_ = false;  ///< ... and applies to the next CM MAD on it
+  /// A DREQ kept back (IPv6 + UDP + BTH + DETH + 256-byte MAD + ICRC fit).
+  struct HeldMad {
+    bool used = false;
+    FlowKey egress;  ///< the egress flow it waits for
+    uint32_t end_psn = 0;
+    TimePoint since;
+    uint32_t len = 0;
+    std::array<uint8_t, 384> bytes{};
+  };
+  std::array<HeldMad, kHeldMads> held_{};
+  uint32_t held_n_ = 0;
   SplitStats stats_;
 };
 

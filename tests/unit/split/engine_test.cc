@@ -396,6 +396,105 @@ TEST_F(EngineTest, CmPairsBeforeAnyDataAndDreqReleases) {
   EXPECT_FALSE(a_sends(request(op::kRcSendOnly, kPsn + 4, true)));
 }
 
+// The sequence of the netns testbed (split_test, RDMA CM): host A's requests
+// all complete at gateway A at once, so host A disconnects (DREQ) while
+// gateway B still holds its re-originated packets unacknowledged and part
+// of the data is still on the WAN (another stream than the DREQ's). The
+// DREQ must neither release gateway B's egress (which then stopped consuming
+// the responder's ACKs and dropped the rest of the data) nor reach host B
+// before the data: gateway B holds it until everything before it is
+// delivered and acknowledged.
+TEST_F(EngineTest, CmDreqWaitsForTheDataBeforeIt) {
+  cm_connect();
+  ASSERT_TRUE(a_sends(request(op::kRcSendOnly, kPsn, true)));
+  for (uint32_t i = 1; i <= 3; ++i) ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
+  ia_.local.clear();              // all four acknowledged by gateway A
+  ASSERT_EQ(ia_.wan.size(), 5U);  // the control record and the four requests
+  // Only the control record and the SEND have crossed the WAN so far.
+  std::vector<Bytes> later(ia_.wan.begin() + 2, ia_.wan.end());
+  ia_.wan.resize(2);
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 1U);
+  ib_.local.clear();
+  // Host A disconnects: a drain record (up to PSN kPsn + 4) goes ahead of its DREQ.
+  const Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
+  EXPECT_FALSE(
+      ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
+  ASSERT_EQ(ia_.wan.size(), 1U);
+  EXPECT_EQ(ia_.wan[0][0], 0xF0);
+  EXPECT_EQ(ia_.wan[0][1], 3);
+  ia_.wan.push_back(dreq);
+  for (const Bytes& r : ia_.wan) {
+    EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+  }
+  ia_.wan.clear();
+  EXPECT_TRUE(ib_.local.empty()) << "the DREQ overtook the data";
+  EXPECT_EQ(gb_.stats().dreqs_held, 1U);
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 2U);  // nothing released yet
+  // A repeated DREQ is not delivered either.
+  EXPECT_FALSE(
+      ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
+  ia_.wan.push_back(dreq);
+  for (const Bytes& r : ia_.wan) {
+    EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+  }
+  ia_.wan.clear();
+  EXPECT_TRUE(ib_.local.empty());
+  // The responder's ACK for the SEND is consumed; the DREQ still waits.
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn, 1)));
+  gb_.poll(clock_.now());
+  EXPECT_TRUE(ib_.local.empty());
+  // The rest of the data arrives after the DREQ and is re-originated.
+  ia_.wan = later;
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 3U);
+  EXPECT_EQ(parse(ib_.local[2]).bth.psn, 1U);
+  ib_.local.clear();
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 2, 3)));
+  EXPECT_TRUE(ib_.local.empty());
+  // The last ACK: consumed, and now the DREQ goes to host B and the
+  // connection's flows are released.
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 3, 4)));
+  EXPECT_EQ(gb_.stats().acks_consumed, 3U);
+  ASSERT_EQ(ib_.local.size(), 1U);
+  EXPECT_EQ(ib_.local[0], dreq);
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 0U);
+  EXPECT_EQ(gb_.stats().cm_released, 2U);
+  EXPECT_EQ(gb_.snapshot()["dreqs_waiting"], 0U);
+}
+
+// A DREQ held behind data the responder never acknowledges goes on once the
+// egress gives up (its QP is in the error state anyway), not later.
+TEST_F(EngineTest, CmDreqHeldBehindADeadResponderGoesOnWhenTheFlowFails) {
+  cm_connect();
+  ASSERT_TRUE(a_sends(request(op::kRcSendOnly, kPsn, true)));
+  ia_.local.clear();
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 1U);
+  ib_.local.clear();
+  const Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
+  EXPECT_FALSE(
+      ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
+  ia_.wan.push_back(dreq);
+  for (const Bytes& r : ia_.wan) {
+    EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+  }
+  ia_.wan.clear();
+  EXPECT_EQ(gb_.stats().dreqs_held, 1U);
+  const TimePoint held_at = clock_.now();
+  bool delivered = false;
+  for (int i = 0; i < 10000 && !delivered; ++i) {
+    clock_.advance(Duration::from_ms(1));
+    gb_.poll(clock_.now());
+    for (const Bytes& b : ib_.local) delivered = delivered || b == dreq;
+    ib_.local.clear();
+  }
+  ASSERT_TRUE(delivered);
+  EXPECT_EQ(gb_.stats().fatal, 1U);  // retries exceeded: the failure went to gateway A
+  EXPECT_LT(clock_.now() - held_at, SplitEngine::kDreqHoldMax);
+  EXPECT_EQ(gb_.stats().dreq_hold_expired, 0U);
+}
+
 TEST_F(EngineTest, CmOnAPassthroughRouteDoesNotPair) {
   cm_a_to_b(cm(true, split::cm_attr::kReq, 0xA1, 0, kReqQp, 0x500), false);
   cm_b_to_a(cm(false, split::cm_attr::kRep, 0xB1, 0xA1, kRspQp, kPsn), false);
