@@ -286,6 +286,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     p->conn = std::make_unique<transport::Connection>(tc, clock, now);
     p->driver = std::make_unique<transport::Driver>(*p->conn, *wan, 32, &clock);
     p->rx.resize(cfg.wan.max_flows);
+    p->parked.reserve(cfg.wan.max_flows);
     peers_.push_back(std::move(p));
   }
   split_io_ = std::make_unique<GatewaySplitIo>(*this);
@@ -363,6 +364,7 @@ void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
     return;  // keep the old transport; the next restart signal retries
   }
   for (auto& rs : peer.rx) rs = PeerState::RxStream{};
+  peer.parked.clear();
   uint32_t idx = 0;
   while (idx < peers_.size() && peers_[idx].get() != &peer) ++idx;
   for (Flow& f : flows_.flows()) {
@@ -402,8 +404,27 @@ bool Gateway::poll(TimePoint now) noexcept {
     drain_peer(*p, now);
   }
   flush_local();
+  resume_parked(now);
   if (now >= next_housekeeping_) housekeeping(now);
   return moved_;
+}
+
+void Gateway::resume_parked(TimePoint now) noexcept {
+  bool resumed = false;
+  for (auto& p : peers_) {
+    PeerState& peer = *p;
+    // Take each stream out before draining it: drain_stream parks it again
+    // (at the back) if the queue fills, which also ends this loop.
+    while (!peer.parked.empty() && txq_len_ < kTxQueue) {
+      const uint64_t id = peer.parked.front();
+      peer.parked.front() = peer.parked.back();
+      peer.parked.pop_back();
+      peer.rx[id].parked = false;
+      drain_stream(peer, id, now);
+      resumed = true;
+    }
+  }
+  if (resumed) flush_local();
 }
 
 TimePoint Gateway::next_timeout() const noexcept {
@@ -709,6 +730,16 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
   transport::Connection& c = *peer.conn;
   PeerState::RxStream& rs = peer.rx[id];
   for (;;) {
+    if (txq_len_ >= kTxQueue) {
+      // The local port is behind: leave the records in the transport (its
+      // receive window then holds the peer back, and the ingress gateway
+      // counts what it cannot take) instead of dropping acknowledged data.
+      if (!rs.parked) {
+        rs.parked = true;
+        peer.parked.push_back(id);
+      }
+      break;
+    }
     if (rs.need == 0) {
       if (c.readable(id) < 2) break;
       uint8_t h[2];
@@ -1022,6 +1053,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
         {"rtos", s.rtos},
         {"send_buffer_used_bytes", s.send_buffer_used},
         {"send_buffer_capacity_bytes", s.send_buffer_capacity},
+        {"send_buffer_budget_bytes", p.conn->send_buffer_capacity()},
         {"recv_buffer_used_bytes", s.recv_buffer_used},
         {"carried_packets", p.carried_packets},
         {"carried_bytes", p.carried_bytes},

@@ -58,6 +58,7 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     pm.inflight = s.bytes_in_flight;
     pm.send_buffer_used = s.send_buffer_used;
     pm.send_buffer_capacity = s.send_buffer_capacity;
+    pm.send_buffer_budget = p.conn->send_buffer_capacity();
     pm.recv_buffer_used = s.recv_buffer_used;
     pm.recv_buffer_capacity = s.recv_buffer_capacity;
     pm.goodput_bytes = s.delivered_bytes;

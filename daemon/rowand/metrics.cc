@@ -45,6 +45,7 @@ void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
   a.inflight += b.inflight;
   a.send_buffer_used += b.send_buffer_used;
   a.send_buffer_capacity += b.send_buffer_capacity;
+  a.send_buffer_budget += b.send_buffer_budget;
   a.recv_buffer_used += b.recv_buffer_used;
   a.recv_buffer_capacity += b.recv_buffer_capacity;
   a.goodput_bytes += b.goodput_bytes;
@@ -361,8 +362,14 @@ class Collector final : public prometheus::Collectable {
     f.gauge("rowan_peer_inflight_bytes", "Bytes sent and not yet acknowledged or lost.", l,
             d(p.inflight));
     f.gauge("rowan_peer_send_buffer_used_bytes", "Send buffer in use.", l, d(p.send_buffer_used));
-    f.gauge("rowan_peer_send_buffer_capacity_bytes", "Send buffer size.", l,
-            d(p.send_buffer_capacity));
+    f.gauge("rowan_peer_send_buffer_capacity_bytes",
+            "Send buffer's chunk pool (memory reserved; the budget is "
+            "rowan_peer_send_buffer_budget_bytes).",
+            l, d(p.send_buffer_capacity));
+    f.gauge("rowan_peer_send_buffer_budget_bytes",
+            "Send buffer budget: what unacknowledged stream bytes may reach "
+            "(send_buffer_bdp x BDP, at least 256 KiB).",
+            l, d(p.send_buffer_budget));
     f.gauge("rowan_peer_receive_buffer_used_bytes", "Receive buffer in use.", l,
             d(p.recv_buffer_used));
     f.gauge("rowan_peer_receive_buffer_capacity_bytes", "Receive buffer size.", l,

@@ -46,6 +46,7 @@ struct PeerMetrics {
   BitsPerSec pacing_rate;
   Bytes inflight = 0;
   Bytes send_buffer_used = 0, send_buffer_capacity = 0;
+  Bytes send_buffer_budget = 0;  ///< what unacked stream bytes may reach (send_buffer_bdp x BDP)
   Bytes recv_buffer_used = 0, recv_buffer_capacity = 0;
   uint64_t goodput_bytes = 0;  ///< stream bytes the peer acknowledged
   uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;  ///< datagrams on the wire
