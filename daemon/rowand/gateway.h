@@ -116,8 +116,13 @@ struct PeerState {
     uint32_t need = 0;  ///< bytes of the record being assembled (0: reading a length)
     uint64_t packets = 0;
     uint64_t bytes = 0;
+    bool parked = false;  ///< in `parked`: records left in the transport
   };
   std::vector<RxStream> rx;
+  /// Streams whose draining stopped because the local TX queue was full;
+  /// poll resumes them once it has room (next_readable() reports a stream
+  /// only when new data arrives). Capacity reserved up front (one per stream).
+  std::vector<uint64_t> parked;
   uint64_t last_rx_packets = 0;
   TimePoint last_rx;  ///< last datagram from the peer
   uint64_t delivered_packets = 0;
@@ -198,6 +203,7 @@ class Gateway {
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
+  void resume_parked(TimePoint now) noexcept;
   void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
   void handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
