@@ -110,9 +110,11 @@ class Rowan final : public CongestionController {
   Bytes cwnd_;
   // RTT state.
   Duration srtt_;
-  Duration recent_rtt_[2];  ///< the two previous RTT samples (median-of-3 for the base RTT)
-  Duration rtt_noise_;      ///< mean excess of the standing RTT over the round's min
-  Duration base_rtt_;       ///< propagation estimate: min RTT (hint-aware)
+  Duration recent_rtt_[3];  ///< the three previous RTT samples, oldest first (median-of-3
+                            ///< for the base RTT, min-of-4 for startup's overshoot)
+  Duration recent_min_rtt_ = Duration::infinite();  ///< least of the last four samples
+  Duration rtt_noise_;  ///< mean excess of the standing RTT over the round's min
+  Duration base_rtt_;   ///< propagation estimate: min RTT (hint-aware)
   TimeMinFilter<Duration, TimePoint, Duration> min_rtt_;
   TimeMinFilter<Duration, TimePoint, Duration> standing_rtt_;
   Duration queue_;  ///< standing RTT − base RTT
@@ -136,6 +138,10 @@ class Rowan final : public CongestionController {
   uint32_t stuck_rounds_ = 0;
   Duration stuck_queue_;
   bool hint_off_ = false;
+  // The least round-minimum RTT of startup, and the base-RTT floor it
+  // proved (zero: the hint alone); see exit_startup.
+  Duration startup_min_rtt_ = Duration::infinite();
+  Duration proven_base_;
   // Feedback-loop gating: the time of the last rate change, whether an RTT
   // sample of a packet sent after it arrived, and what was held back meanwhile.
   TimePoint last_change_;
