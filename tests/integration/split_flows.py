@@ -373,7 +373,9 @@ def cmd_requester(args):
         sock.send(cm_frame(args, CM_DREQ, [(0, my_comm), (4, cm["rep"][2]),
                                            (8, args.peer_qp.to_bytes(3, "big"))]))
         dreq_at = time.time()
-        while not cm["drep"] and time.time() - dreq_at < 5:
+        # The far gateway holds the DREQ until the responder has
+        # acknowledged all the data before it (a slow scapy responder).
+        while not cm["drep"] and time.time() - dreq_at < 15:
             time.sleep(0.001)
     stop.set()
     lat = []

@@ -195,12 +195,12 @@ TEST_F(SplitTest, WanLossStaysBetweenTheGateways) {
   EXPECT_EQ(req["naks"].get<int>(), 0) << "WAN loss reached the requester: " << req.dump();
 }
 
-// DISABLED: first testbed run (00:10 UTC) failed: CM pairing, REQ/REP/DREQ and
-// release worked (cm_paired 1, cm_released 2, flows empty), but gateway B
-// consumed none of the responder's ACKs (acks_consumed 0), so its requester
-// stalled at 64 in flight (64 of 81 accepted) until the DREQ released it.
-// The engine unit test of the same sequence passes; to be found.
-TEST_F(SplitTest, DISABLED_RdmaCmPairsBeforeAnyDataAndTeardownReleases) {
+// Every request completes at gateway A at once, so the requester sends its
+// DREQ while gateway B still re-originates the data: gateway B must hold the
+// DREQ until the responder has acknowledged everything before it (before
+// that fix the DREQ released B's egress flow, B consumed none of the
+// responder's ACKs, and the data after the first 64 packets was lost).
+TEST_F(SplitTest, RdmaCmPairsBeforeAnyDataAndTeardownReleases) {
   up("--rate 100mbit --rtt 20ms");
   const int messages = 20;
   const int per_message = 4;
@@ -242,10 +242,7 @@ TEST_F(SplitTest, DISABLED_RdmaCmPairsBeforeAnyDataAndTeardownReleases) {
 // B gives the CM REQ its site's MTU, and re-cuts A's 1024-byte packets into
 // 512-byte ones with B's own PSNs; the responder accepts only 512-byte
 // packets and checks every byte per message.
-// DISABLED: first testbed run: the REQ reached host B with MTU 512 and every
-// re-cut packet was 512 bytes with intact data in order (mtu_errors 0,
-// bad_payload 0), but it stalls like the test above (ACKs not consumed).
-TEST_F(SplitTest, DISABLED_MtuTranslationRecutsRequestsForTheRemoteSite) {
+TEST_F(SplitTest, MtuTranslationRecutsRequestsForTheRemoteSite) {
   up("--rate 100mbit --rtt 20ms");
   restart_b_with("roce_mtu = 512");
   const int messages = 10;
@@ -258,6 +255,8 @@ TEST_F(SplitTest, DISABLED_MtuTranslationRecutsRequestsForTheRemoteSite) {
   EXPECT_EQ(req["acked"].get<int>(), packets) << req.dump();
   EXPECT_TRUE(req["msn_errors"].empty()) << req.dump();
   EXPECT_EQ(req["other_naks"].get<int>(), 0) << req.dump();
+  EXPECT_TRUE(req["cm_drep"].get<bool>()) << req.dump();
+  EXPECT_EQ(rsp["cm_dreqs"].get<int>(), 1) << rsp.dump();  // after all the re-cut data
   EXPECT_EQ(rsp["req_mtu"].get<int>(), 512) << rsp.dump();
   EXPECT_EQ(rsp["accepted"].get<int>(), packets * 2) << rsp.dump();  // each 1024 → 2 × 512
   EXPECT_EQ(rsp["mtu_errors"].get<int>(), 0) << rsp.dump();

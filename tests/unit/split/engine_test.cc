@@ -565,6 +565,8 @@ TEST_F(EngineTest, CmMtuTranslationBetween4096And1024) {
   ia_.local.clear();
   carry_a_to_b();
   EXPECT_EQ(gb_.stats().translated_flows, 1U);
+  EXPECT_EQ(gb_.snapshot()["translated_flows"], 1U);  // rowanctl status shows them
+  EXPECT_EQ(gb_.snapshot()["cm_mtu_rewritten"], 1U);
   ASSERT_EQ(ib_.local.size(), 4U);
   const uint8_t ops[4] = {op::kRcWriteFirst, op::kRcWriteMiddle, op::kRcWriteMiddle,
                           op::kRcWriteLast};
