@@ -604,7 +604,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     rte_pktmbuf_free(m);
     return;
   }
-  if (!f->tail.empty() || !within_share(peer, *f, iplen + 2U, now)) {
+  if (!f->tail.empty() || !within_share(peer, *f, iplen + 2U)) {
     // An earlier record still waits for buffer space, or this flow already
     // holds its share of a contended send buffer.
     ++f->dropped;
@@ -657,8 +657,7 @@ void Gateway::flush_tails(TimePoint now) noexcept {
   }
 }
 
-bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec,
-                           TimePoint now) noexcept {
+bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept {
   if (flow.offered_epoch != window_epoch_) {
     flow.offered_epoch = window_epoch_;
     ++window_offered_;
@@ -679,7 +678,7 @@ bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec,
   v.held = c.stream_unacked(flow.stream);
   v.record = rec;
   v.flows = std::max({window_offered_, last_window_offered_, 1U});
-  v.stalled = peer.drain.stalled(now);
+  v.stalled = peer.drain.stalled();
   return admit(v);
 }
 

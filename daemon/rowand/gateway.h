@@ -199,7 +199,7 @@ class Gateway {
                     TimePoint now) noexcept;
   void flush_tails(TimePoint now) noexcept;
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
-  bool within_share(const PeerState& peer, Flow& flow, uint32_t rec, TimePoint now) noexcept;
+  bool within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept;
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;

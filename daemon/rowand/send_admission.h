@@ -32,7 +32,10 @@
 namespace rowan::gw {
 
 /// Whether a connection's send buffer drains. update() once per pass of the
-/// packet loop (never per packet) with the connection's counters.
+/// packet loop (never per packet), right after the connection took in what
+/// the link received, with its counters. stalled() answers as of that update,
+/// not of a later `now`: a gateway descheduled for a while must first read the
+/// ACKs that arrived meanwhile before it calls the link stalled.
 class DrainWatch {
  public:
   /// Data waiting longer than half a smoothed RTT plus this with nothing
@@ -50,15 +53,16 @@ class DrainWatch {
       delivered_ = delivered;
       progress_ = now;
     }
-    limit_ = srtt / 2 + kSlack;
+    stalled_ = now - progress_ > srtt / 2 + kSlack;
   }
-  /// Data has waited longer than the limit with no acknowledgement.
-  bool stalled(TimePoint now) const noexcept { return now - progress_ > limit_; }
+  /// At the last update, data had waited longer than the limit with no
+  /// acknowledgement.
+  bool stalled() const noexcept { return stalled_; }
 
  private:
   uint64_t delivered_ = 0;
   TimePoint progress_;  ///< last acknowledgement, or last moment nothing waited
-  Duration limit_ = Duration::from_s(1);
+  bool stalled_ = false;
 };
 
 /// What admit() decides on: one record of `record` bytes of a flow that holds

@@ -414,9 +414,12 @@ TEST_F(FaultsTest, StalledReceiverKeepsGatewayMemoryWithinBudget) {
   // pool's used bytes count whole 16 KiB chunks, so a few streams' partly
   // filled head and tail chunks come on top of it.
   const uint64_t bdp = p0.value("bdp_bytes", uint64_t{0});
-  const uint64_t budget = std::max<uint64_t>(2 * bdp, 256 * 1024);
-  const uint64_t chunk_slack = 16 * 16384;
+  const uint64_t budget = std::max<uint64_t>(2 * bdp, uint64_t{256} * 1024);
+  const uint64_t chunk_slack = uint64_t{16} * 16384;
   ASSERT_GT(bdp, 0U);
+  // The gateway reports the same budget (rowanctl peers, the metric).
+  EXPECT_EQ(p0.value("send_buffer_budget_bytes", uint64_t{0}), budget) << p0.dump();
+  EXPECT_EQ(metric('a', "rowan_peer_send_buffer_budget_bytes"), static_cast<double>(budget));
 
   exec('a', "sh -c 'iperf3 -c 198.18.2.10 -p 5202 -t 30 -C cubic -I " + run +
                 "faults-iperf-c5202.pid >/dev/null 2>&1 &'");
