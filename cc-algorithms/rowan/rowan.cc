@@ -324,6 +324,13 @@ void Rowan::end_round(const AckEvent& ev) {
       }
     }
     if (heavy_loss || full_bw_count_ >= kFullBwRounds || at_cap) {
+      // Heavy loss, or an RTT that rose during startup, means a queue: the
+      // path's base RTT is then not proven (40 flows that start together
+      // overflow the buffer and leave on heavy loss with a queue in every
+      // round's minimum).
+      if (heavy_loss || round_min > startup_min_rtt_ + std::max(config_.target_queue,
+                                                                capacity().transfer_time(2 * mss_)))
+        startup_min_rtt_ = Duration::infinite();
       // Leave at the best rate the path delivered (a round that overflowed
       // the buffer delivers less than the link).
       exit_startup(at_cap ? cap(BitsPerSec::infinite()) : std::max(d, max_bw_.get()));
