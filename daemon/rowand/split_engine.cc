@@ -381,9 +381,14 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
     if (kind == roce::AethKind::kNak &&
         p.aeth.value() != static_cast<uint8_t>(roce::NakCode::kPsnSequenceError)) {
       // Fatal at the remote host: what we acknowledged did not all land.
-      // Every later request of this flow gets the same NAK.
-      sf.responder.fail(p.aeth.syndrome);
+      // Every later request of this flow gets the same NAK. When the
+      // requester still waits on the NAKed PSN (a READ or atomic, or data
+      // not yet acknowledged here), it gets the remote host's NAK now.
       ++stats_.fatal;
+      if (sf.responder.fail_at(p.aeth.syndrome, p.bth.psn)) {
+        io_.send_local(ip, len, now);
+        ++stats_.naks_sent;
+      }
       return true;
     }
     sf.responder.on_relayed_ack(kind == roce::AethKind::kAck ? p.bth.psn : psn_add(p.bth.psn, -1));
@@ -837,9 +842,10 @@ void SplitEngine::expire(TimePoint cutoff) noexcept {
     if (sf.role == Role::kFree) continue;
     // A QP error: the failure went back to the requester (ingress) or was
     // reported to the peer gateway (egress); the QPs are in the error state.
-    const bool failed = (sf.role == Role::kIngress && sf.responder.failed() &&
-                         sf.responder.stats().failed_requests > 0) ||
-                        (sf.role == Role::kEgress && sf.requester->failed());
+    const bool failed =
+        (sf.role == Role::kIngress && sf.responder.failed() &&
+         (sf.responder.stats().failed_requests > 0 || sf.responder.stats().fatal_relayed > 0)) ||
+        (sf.role == Role::kEgress && sf.requester->failed());
     if (failed) {
       ++stats_.failed_released;
     } else {
@@ -876,6 +882,7 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
       f["msn"] = sf.responder.msn();
       f["base_confirmed"] = sf.responder.base_confirmed();
       f["failed"] = sf.responder.failed();
+      f["fatal_relayed"] = s.fatal_relayed;
       f["accepted"] = s.accepted;
       f["forwarded"] = s.forwarded;
       f["duplicates"] = s.duplicates;

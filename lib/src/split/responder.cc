@@ -199,6 +199,17 @@ void Responder::fail(uint8_t syndrome) noexcept {
   ack_due_ = TimePoint::infinite();
 }
 
+bool Responder::fail_at(uint8_t syndrome, uint32_t psn) noexcept {
+  // Everything through acked_psn_ completed at the requester already (our
+  // ACKs); a NAK for it would be stale there. No ACK ever passes an
+  // outstanding READ, so a NAKed READ is always after acked_psn_.
+  const bool waiting =
+      started_ && !failed_ && base_confirmed_ && psn_lt(acked_psn_, psn) && psn_lt(psn, expected_);
+  fail(syndrome);
+  if (waiting) ++stats_.fatal_relayed;
+  return waiting;
+}
+
 void Responder::poll(TimePoint now, Reply& reply) noexcept {
   reply = Reply{};
   if (unacked_ > 0 && may_ack() && now >= ack_due_) make_ack(reply);

@@ -73,6 +73,7 @@ struct ResponderStats {
   uint64_t naks = 0;
   uint64_t cnps = 0;
   uint64_t failed_requests = 0;
+  uint64_t fatal_relayed = 0;  ///< fatal NAKs relayed to the requester at once (fail_at)
 };
 
 class Responder {
@@ -105,6 +106,12 @@ class Responder {
   /// The egress reported a fatal NAK (`syndrome`): every later request is
   /// answered with it and dropped.
   void fail(uint8_t syndrome) noexcept;
+  /// The same for a fatal NAK at `psn` from the remote host. Returns true
+  /// when the requester still waits on that PSN (a READ/atomic, or data not
+  /// yet acknowledged locally): the caller relays the NAK at once, as the
+  /// remote host's answer, instead of leaving it to the requester's next
+  /// request (which, behind a READ, comes only after its ACK timeout).
+  bool fail_at(uint8_t syndrome, uint32_t psn) noexcept;
 
   /// Timers: a coalesced ACK whose delay ran out goes into `reply`.
   void poll(TimePoint now, Reply& reply) noexcept;

@@ -324,6 +324,33 @@ TEST_F(EngineTest, FatalNakFailsTheNextRequest) {
   EXPECT_TRUE(ia_.wan.empty());  // not carried
 }
 
+// A READ with a wrong R_Key: the remote host's NAK reaches the requester as
+// soon as it passes gateway A, not when the requester's ACK timer (seconds
+// on a real RNIC) makes it send again.
+TEST_F(EngineTest, FatalNakOnAReadReachesTheRequesterAtOnce) {
+  pair();
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
+  ia_.local.clear();  // gateway A's ACK for the WRITE
+  ASSERT_TRUE(a_sends(request(op::kRcReadRequest, kPsn + 2, false)));  // carried to B
+  EXPECT_TRUE(ia_.local.empty());  // the remote host answers a READ
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 2U);
+  ib_.local.clear();
+  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 1, 6)));  // covers the passthrough base: relayed
+  EXPECT_FALSE(b_sends(aeth(0x62, kPsn + 2, 6)));  // remote access error on the READ
+  carry_b_to_a();
+  ASSERT_EQ(ia_.local.size(), 2U);  // the relayed ACK, then the NAK, with no new request
+  const roce::RocePacket nak = parse(ia_.local[1]);
+  EXPECT_EQ(nak.aeth.syndrome, 0x62);
+  EXPECT_EQ(nak.bth.psn, roce::psn_add(kPsn, 2));
+  EXPECT_EQ(nak.bth.dest_qp, kReqQp);
+  ia_.local.clear();
+  EXPECT_EQ(ga_.snapshot()["flows"][0]["fatal_relayed"], 1U);
+  // The flow is released at the next housekeeping: the requester was told.
+  ga_.expire(clock_.now() - Duration::from_s(10));
+  EXPECT_EQ(ga_.stats().failed_released, 1U);
+}
+
 TEST_F(EngineTest, NoRoomNaksAndSendsCnp) {
   pair();
   ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));

@@ -267,6 +267,31 @@ TEST_F(ResponderTest, FatalNakFailsNextRequest) {
   EXPECT_EQ(rsp_.stats().failed_requests, 2U);
 }
 
+// A fatal NAK for a READ the requester still waits on is for the requester
+// now (it would otherwise see it only when its ACK timer makes it send
+// again); one for data already acknowledged here is kept for the next request.
+TEST_F(ResponderTest, FatalNakOnAnOutstandingReadIsRelayedAtOnce) {
+  const uint8_t access = syndrome::nak(roce::NakCode::kRemoteAccessError);
+  rsp_.start(0xFFFFFE, 0, true);
+  send(req(op::kRcWriteOnly, 0xFFFFFE, true));  // acknowledged here
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(send(req(op::kRcReadRequest, 0xFFFFFF, false, 4096)), Verdict::kCarry);  // 4 PSNs
+  send(req(op::kRcWriteOnly, 3, true));  // behind the READ: not acknowledged
+  EXPECT_FALSE(reply_.send);
+  EXPECT_FALSE(rsp_.fail_at(access, 0xFFFFFE));  // stale: already acknowledged
+  EXPECT_TRUE(rsp_.failed());
+  rsp_.start(0xFFFFFE, 0, true);
+  send(req(op::kRcWriteOnly, 0xFFFFFE, true));
+  send(req(op::kRcReadRequest, 0xFFFFFF, false, 4096));
+  EXPECT_TRUE(rsp_.fail_at(access, 0xFFFFFF));  // the READ, across the PSN wrap
+  EXPECT_EQ(rsp_.stats().fatal_relayed, 1U);
+  EXPECT_FALSE(rsp_.fail_at(access, 0xFFFFFF));                     // once
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 3, true)), Verdict::kDrop);  // and every later request
+  EXPECT_EQ(reply_.syndrome, access);
+  rsp_.start(10, 0, true);
+  EXPECT_FALSE(rsp_.fail_at(access, 10));  // never sent: not the requester's
+}
+
 TEST_F(ResponderTest, PsnWrapsAt2To24) {
   rsp_.start(0xFFFFFE, 0xFFFFFF, true);
   send(req(op::kRcSendOnly, 0xFFFFFE));
