@@ -45,13 +45,12 @@ struct RequesterConfig {
   uint32_t pmtu = 1024;                 ///< path MTU toward the remote host (READ spans)
   Duration rto = Duration::from_ms(4);  ///< the smallest retransmission timeout
   Duration max_rto = Duration::from_ms(500);
-  uint32_t max_retries = 7;     ///< timeouts / repeated NAKs without progress
-  uint32_t max_inflight = 128;  ///< packets sent and not yet acknowledged (go-back-N bursts
-                                ///< too); Linux rxe's own limit (RXE_MAX_UNACKED_PSNS). At
-                                ///< least two 64-packet messages, so that the next one is
-                                ///< queued at the responder while the last one's ACK returns
-                                ///< (at 64, a requester that asks for an ACK once per message
-                                ///< got stop-and-wait).
+  uint32_t max_retries = 7;    ///< timeouts / repeated NAKs without progress
+  uint32_t max_inflight = 64;  ///< packets sent and not yet acknowledged (go-back-N bursts
+                               ///< too). 128 (rxe's own limit) pipelines a requester that
+                               ///< asks for an ACK once per 64-packet message, but failed
+                               ///< split_test's MTU test against the scapy responder; kept
+                               ///< at 64 until that is understood.
 };
 
 enum class PushResult : uint8_t {
