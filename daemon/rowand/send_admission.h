@@ -11,16 +11,15 @@
 //   - beyond its share only while an eighth of the budget (the reserve) stays
 //     free for the others.
 // A flow under its share may use the reserve while the link drains: what it
-// takes comes back within an RTT. While the link does not drain (an outage: no
-// acknowledgement for half a smoothed RTT plus 5 ms with data waiting, where
-// under load ACKs come every few packets)
+// takes comes back within an RTT. While the link does not drain (an outage:
+// no acknowledgement for half a smoothed RTT plus 5 ms with data waiting)
 // whatever is admitted stays until the link returns, so the reserve is then
-// kept for flows that hold little — flows that start during the outage (a
-// RoCE QP that opens while the WAN is down). Without that, the flows active
-// when the outage began (their hosts' whole windows arrive in its first RTTs,
-// each flow looking under its share) fill the reserve too, and a flow that
-// starts during the outage loses every packet (bench/faults-long: 182 and 297
-// of 300 RoCE packets in two 30 s flaps).
+// kept for flows that hold little: flows that start during the outage, such
+// as a RoCE QP that opens while the WAN is down. Without that, the flows
+// active when the outage began (their hosts' whole windows arrive in its
+// first RTTs, each flow looking under its share) fill the reserve too, and a
+// flow that starts during the outage loses most of its packets
+// (bench/faults-long: 182 and 297 of 300 RoCE packets in two 30 s flaps).
 //
 // Threading: the packet lcore only. No allocation.
 #pragma once
