@@ -262,6 +262,7 @@ size_t SecureIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexc
       if (len > 0) {
         dst.len = len;
         dst.ecn = rx_[i].ecn;
+        dst.rx_time = rx_[i].rx_time;
         ++stats_.rx_packets;
         stats_.rx_bytes += len;
         ++filled;

@@ -35,6 +35,11 @@ struct RxDatagram {
   uint32_t capacity = 0;
   uint32_t len = 0;  ///< set by recv_burst
   Ecn ecn = Ecn::kNotEct;
+  /// When the datagram arrived (the kernel's receive timestamp, converted to
+  /// the monotonic clock), set by backends that have one; zero otherwise.
+  /// It may be later than the `now` recv_burst was called with: a caller
+  /// that read the clock and was then preempted, or slept, before reaping.
+  TimePoint rx_time = TimePoint();
 };
 
 /// Counters of a PacketIo; plain integers summed by the exporter.

@@ -4,8 +4,10 @@
 #include <netinet/ip.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <system_error>
 
@@ -111,6 +113,11 @@ UdpUringIo::UdpUringIo(const UdpUringOptions& opts) : opts_(opts) {
     const int tclass = static_cast<int>(Ecn::kEct0);
     setsockopt(fd_, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
   }
+  // Per-datagram software receive timestamps (taken when the packet reaches
+  // the stack): the event loop may reap a datagram long after it arrived,
+  // or after a clock read that preceded its arrival, so its own clock is no
+  // measure of when an ACK came back.
+  setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &opts_.socket_buffer, sizeof opts_.socket_buffer);
   setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &opts_.socket_buffer, sizeof opts_.socket_buffer);
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&opts_.bind.addr), opts_.bind.len) != 0) {
@@ -217,7 +224,10 @@ void UdpUringIo::reap() noexcept {
 }
 
 size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept {
-  (void)now;
+  // CLOCK_MONOTONIC minus CLOCK_REALTIME, read once per burst when a
+  // datagram carries a (CLOCK_REALTIME) kernel timestamp.
+  bool have_offset = false;
+  int64_t mono_minus_real = 0;
   if (rx_ready_head_ >= rx_ready_.size()) {
     rx_ready_.clear();
     rx_ready_head_ = 0;
@@ -236,7 +246,29 @@ size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcep
     std::memcpy(d.data, s.iov.iov_base, s.len);
     d.len = s.len;
     d.ecn = Ecn::kNotEct;
+    d.rx_time = TimePoint();
     for (cmsghdr* c = CMSG_FIRSTHDR(&s.msg); c != nullptr; c = CMSG_NXTHDR(&s.msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec ts{};
+        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        if (!have_offset) {
+          timespec mono{};
+          timespec real{};
+          clock_gettime(CLOCK_MONOTONIC, &mono);
+          clock_gettime(CLOCK_REALTIME, &real);
+          mono_minus_real = (static_cast<int64_t>(mono.tv_sec) - real.tv_sec) * 1000000000 +
+                            (mono.tv_nsec - real.tv_nsec);
+          have_offset = true;
+        }
+        const int64_t real_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+        d.rx_time = TimePoint::from_ns(real_ns + mono_minus_real);
+        ++udp_stats_.rx_timestamped;
+        if (!now.is_zero() && d.rx_time > now) {
+          ++udp_stats_.rx_after_now;
+          udp_stats_.rx_after_now_max = std::max(udp_stats_.rx_after_now_max, d.rx_time - now);
+        }
+        continue;
+      }
       if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) ||
           (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)) {
         int tos = 0;

@@ -1,7 +1,8 @@
 // A PacketIo over a kernel UDP socket driven through io_uring (liburing), for
 // gateways without a DPDK NIC on the WAN side (and for librowan's message
 // channel). Receives are kept posted in the ring (recvmsg with the ECN/TOS
-// control message); sends copy each datagram into a preallocated slot and are
+// control message and the kernel's receive timestamp, SO_TIMESTAMPNS, handed
+// out as RxDatagram::rx_time); sends copy each datagram into a preallocated slot and are
 // submitted once per burst. No allocation after construction.
 //
 // Threading: one thread owns it (PacketIo's rule).
@@ -40,7 +41,14 @@ struct UdpUringOptions {
 struct UdpStats {
   uint64_t rx_wrong_source = 0;  ///< datagrams from anyone but the peer (dropped)
   uint64_t rx_errors = 0;
-  uint64_t tx_errors = 0;  ///< sendmsg failures (e.g. unreachable), datagram lost
+  uint64_t tx_errors = 0;       ///< sendmsg failures (e.g. unreachable), datagram lost
+  uint64_t rx_timestamped = 0;  ///< datagrams delivered with a kernel receive timestamp
+  /// Datagrams that arrived after the `now` recv_burst was called with: the
+  /// caller's clock read was stale by the time they were reaped (a
+  /// preempted or sleeping event loop); stamped with `now`, their RTT
+  /// samples would read below the path.
+  uint64_t rx_after_now = 0;
+  Duration rx_after_now_max;  ///< the largest such gap
 };
 
 class UdpUringIo final : public PacketIo {
@@ -63,7 +71,7 @@ class UdpUringIo final : public PacketIo {
     msghdr msg{};
     iovec iov{};
     sockaddr_storage addr{};
-    alignas(cmsghdr) uint8_t control[64]{};
+    alignas(cmsghdr) uint8_t control[128]{};  // TOS/TCLASS and SCM_TIMESTAMPNS
     uint32_t len = 0;
     bool ready = false;  ///< rx: completed, waiting to be handed out
   };

@@ -294,9 +294,19 @@ struct Connection::Applier {
   }
 };
 
-void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now) noexcept {
+void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now,
+                             TimePoint rx_time) noexcept {
   ++stats_.packets_received;
   stats_.bytes_received += len;
+  rx_time_ = now;
+  if (!rx_time.is_zero() && rx_time <= now + kRxTimeSlack && now <= rx_time + kRxTimeSlack) {
+    rx_time_ = rx_time;
+    ++stats_.rx_timestamped;
+    if (rx_time > now) {
+      ++stats_.rx_after_now;
+      stats_.rx_after_now_max = std::max(stats_.rx_after_now_max, rx_time - now);
+    }
+  }
   if (closed_ && !close_pending_) return;
   wire::Header h;
   if (!wire::read_header(data, len, &h)) {
@@ -345,7 +355,7 @@ void Connection::record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint n
   if (!any_received_ || pn > largest_received_) {
     if (any_received_ && pn != largest_received_ + 1) out_of_order = true;
     largest_received_ = pn;
-    largest_received_time_ = now;
+    largest_received_time_ = rx_time_;
     any_received_ = true;
   } else {
     out_of_order = true;
@@ -361,7 +371,8 @@ void Connection::record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint n
   if (out_of_order || unacked_eliciting_ >= cfg_.ack_every) {
     ack_deadline_ = now;
   } else if (ack_deadline_.is_infinite()) {
-    ack_deadline_ = now + cfg_.max_ack_delay;
+    // From the arrival: a datagram reaped late is not held a further max_ack_delay.
+    ack_deadline_ = std::min(now, rx_time_) + cfg_.max_ack_delay;
   }
 }
 
@@ -610,7 +621,8 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   // 0.42, see docs/cc-rowan.md.)
   const Duration ack_delay = Duration::from_us(a.ack_delay_us);
   if (largest_newly_acked) {
-    const Duration latest = now - largest_sent_time;
+    // From the datagram's arrival, not from when this loop read its clock.
+    const Duration latest = rx_time_ - largest_sent_time;
     rtt_.on_sample(latest, ack_delay, now);
     rtt_sample = latest >= rtt_.min_rtt() + ack_delay ? latest - ack_delay : latest;
     stats_.rtt_histogram.observe(rtt_sample);

@@ -92,6 +92,12 @@ struct ConnStats {
   uint64_t acks_received = 0;
   uint64_t stream_bytes_received = 0;  ///< new in-order bytes made readable
   uint64_t stream_bytes_read = 0;
+  uint64_t rx_timestamped = 0;  ///< datagrams handled with the backend's receive time
+  /// Of those, datagrams that arrived after the `now` they were handed in
+  /// with (a clock read before a preemption or wait): before receive
+  /// timestamps these gave RTT samples below the path.
+  uint64_t rx_after_now = 0;
+  Duration rx_after_now_max;
   // Drops, by reason.
   uint64_t drop_malformed = 0;
   uint64_t drop_bad_version = 0;
@@ -163,8 +169,16 @@ class Connection {
   bool peer_closed() const noexcept { return peer_closed_; }
 
   // ---- Network side -----------------------------------------------------
-  /// A received datagram (its bytes are not kept).
-  void on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now) noexcept;
+  /// A received datagram (its bytes are not kept). `rx_time`, when the
+  /// backend knows it (a kernel receive timestamp), is when it arrived: RTT
+  /// samples and the ACK delay reported to the peer are measured from it
+  /// instead of from `now`, which may have been read before the datagram
+  /// arrived (a preempted event loop: the sample would read below the path)
+  /// or long after (a late one: the sample would carry the lateness). Zero,
+  /// or more than kRxTimeSlack away from `now`: `now` is used.
+  void on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now,
+                   TimePoint rx_time = TimePoint()) noexcept;
+  static constexpr Duration kRxTimeSlack = Duration::from_s(1);
   /// Fills up to out.size() datagrams that may leave at `now` (pacer, cwnd,
   /// flow control permitting; ACKs and probes are exempt); returns the count.
   size_t poll_send(std::span<OutDatagram> out, TimePoint now) noexcept;
@@ -343,6 +357,7 @@ class Connection {
   uint64_t largest_received_ = 0;
   bool any_received_ = false;
   TimePoint largest_received_time_;
+  TimePoint rx_time_;  ///< arrival time of the datagram being handled (on_datagram)
   uint32_t unacked_eliciting_ = 0;
   bool ack_unsent_ = false;  // packets received since our last ACK frame
   bool ack_immediately_ = false;

@@ -33,11 +33,23 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     // processed must not carry the time the pass began.
     if (clock_ != nullptr) now = std::max(now, clock_->now());
     const size_t n = io_.recv_burst(std::span(rx_.data(), rx_.size()), now);
-    for (size_t i = 0; i < n; ++i) conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now);
+    // A datagram that arrived after the clock read (the thread was preempted
+    // before it reaped): move `now` past it, so no event of this pass is
+    // dated before an arrival it handles.
+    if (clock_ != nullptr) {
+      TimePoint last;
+      for (size_t i = 0; i < n; ++i) last = std::max(last, rx_[i].rx_time);
+      if (last > now) now = std::max(now, clock_->now());
+    }
+    for (size_t i = 0; i < n; ++i)
+      conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now, rx_[i].rx_time);
     if (n < rx_.size()) break;
   }
   if (conn_.next_timeout() <= now) conn_.on_timeout(now);
   if (tx_count_ == 0) {
+    // Send stamps as close to the datagrams' departure as the loop can
+    // read: handling the receive burst may have taken a while.
+    if (clock_ != nullptr) now = std::max(now, clock_->now());
     const size_t n = conn_.poll_send(std::span(out_.data(), out_.size()), now);
     for (size_t i = 0; i < n; ++i)
       tx_[i] = io::TxDatagram{out_[i].data, out_[i].len, io::Ecn::kEct0};

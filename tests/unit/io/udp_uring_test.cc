@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <vector>
 
@@ -150,6 +151,95 @@ TEST(UdpUring, TransportConnectionRunsOverIt) {
   ASSERT_EQ(got.size(), data.size());
   EXPECT_TRUE(got == data);
   EXPECT_GT(ia.stats().tx_packets, 700u);
+}
+
+// Waits on the clock itself: these tests are about when the kernel saw a
+// datagram, which no fake clock can stand in for.
+void pause_until(const Clock& clock, TimePoint t) {
+  while (clock.now() < t) {
+    const Duration left = t - clock.now();
+    timespec ts{left.ns() / 1000000000, left.ns() % 1000000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// The kernel's receive timestamp, not the caller's clock: a datagram that
+// arrives after the caller read its clock (a loop preempted before it
+// reaped) carries its real arrival time, and is counted.
+TEST(UdpUring, ReceiveTimeIsTheKernelsArrivalTime) {
+  Pair p;
+  UdpUringIo a({p.a, p.b, 1472, 16, 16});
+  UdpUringIo b({p.b, p.a, 1472, 16, 16});
+  MonotonicClock clock;
+  const TimePoint stale = clock.now();
+  pause_until(clock, stale + Duration::from_ms(2));
+  const TimePoint before = clock.now();
+  uint8_t x[100] = {};
+  TxDatagram d{x, sizeof x, Ecn::kEct0};
+  ASSERT_EQ(a.send_burst({&d, 1}, TimePoint()), 1u);
+  std::vector<uint8_t> mem(1472);
+  std::vector<RxDatagram> rx(1, RxDatagram{mem.data(), 1472, 0, Ecn::kNotEct});
+  size_t got = 0;
+  TimePoint reaped;
+  for (int i = 0; i < 200 && got == 0; ++i) {
+    b.wait(Duration::from_ms(1));
+    if (i == 0) pause_until(clock, before + Duration::from_ms(3));  // reaped late
+    reaped = clock.now();
+    got = b.recv_burst(rx, stale);
+  }
+  const TimePoint after = clock.now();
+  ASSERT_EQ(got, 1u);
+  // One conversion from CLOCK_REALTIME; a few microseconds of slack for it.
+  const Duration slack = Duration::from_us(50);
+  EXPECT_GE(rx[0].rx_time, before - slack);
+  EXPECT_LT(rx[0].rx_time, reaped);  // when it arrived, not when it was reaped
+  EXPECT_LE(rx[0].rx_time, after);
+  EXPECT_EQ(b.udp_stats().rx_timestamped, 1u);
+  EXPECT_EQ(b.udp_stats().rx_after_now, 1u);
+  EXPECT_GE(b.udp_stats().rx_after_now_max, Duration::from_ms(2) - slack);
+}
+
+// The RTT sample of an ACK is measured from its arrival. a sends; b answers
+// 2 ms later; a's loop then handles the ACK with a `now` it read when it
+// sent (it was preempted between its clock read and the reap). Stamped with
+// that `now` the sample was 0 (below any path, and a delay-based controller
+// keeps it as its base RTT for 10 s); from the kernel's timestamp it is at
+// least the 2 ms b held the data.
+TEST(UdpUring, RttSampleIsMeasuredFromArrivalNotFromAStaleClockRead) {
+  Pair p;
+  UdpUringIo ia({p.a, p.b, 1472, 16, 16});
+  UdpUringIo ib({p.b, p.a, 1472, 16, 16});
+  MonotonicClock clock;
+  transport::TransportConfig cfg;
+  cfg.cc = "cubic";
+  cfg.link_rate = BitsPerSec::from_gbps(1);
+  cfg.base_rtt = Duration::from_us(100);
+  cfg.connection_id = 78;
+  cfg.ack_every = 1;
+  transport::Connection ca(cfg, clock, clock.now());
+  transport::Connection cb(cfg, clock, clock.now());
+  transport::Driver da(ca, ia);  // no clock: `now` is used as given
+  transport::Driver db(cb, ib);
+  const uint8_t byte = 7;
+  const TimePoint sent = clock.now();
+  ASSERT_EQ(ca.write(0, &byte, 1, false, sent), 1u);
+  da.poll(sent);
+  ASSERT_EQ(ca.stats().packets_sent, 1u);
+  pause_until(clock, sent + Duration::from_ms(2));
+  const TimePoint b_start = clock.now();
+  for (int i = 0; i < 200 && cb.stats().acks_sent == 0; ++i) {
+    db.poll(clock.now());
+    if (cb.stats().acks_sent == 0) ib.wait(Duration::from_ms(1));
+  }
+  ASSERT_EQ(cb.stats().acks_sent, 1u);
+  for (int i = 0; i < 200 && ca.stats().acks_received == 0; ++i) {
+    ia.wait(Duration::from_ms(1));
+    da.poll(sent);  // the stale clock read
+  }
+  ASSERT_EQ(ca.stats().acks_received, 1u);
+  EXPECT_GE(ca.stats().latest_rtt, b_start - sent - Duration::from_us(50));
+  EXPECT_GE(ca.stats().min_rtt, Duration::from_ms(2) - Duration::from_us(50));
+  EXPECT_EQ(ca.stats().rx_after_now, 1u);
 }
 
 }  // namespace
