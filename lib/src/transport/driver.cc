@@ -40,6 +40,9 @@ TimePoint Driver::poll(TimePoint now) noexcept {
       TimePoint last;
       for (size_t i = 0; i < n; ++i) last = std::max(last, rx_[i].rx_time);
       if (last > now) now = std::max(now, clock_->now());
+      // None can have arrived after this read: a later one is a bad conversion.
+      for (size_t i = 0; i < n; ++i)
+        if (rx_[i].rx_time > now) rx_[i].rx_time = now;
     }
     for (size_t i = 0; i < n; ++i)
       conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now, rx_[i].rx_time);
