@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
                  "hosts wake late by uniform [0, D] for timers and arrivals (batched)");
   app.add_option("--host-offset", host_offset,
                  "constant extra RTT the hinted base RTT does not include (gateway processing)");
+  app.add_flag("--rx-stamps", s.rx_stamps,
+               "endpoints know each datagram's arrival time (kernel receive timestamps)");
   app.add_flag("--tcp-source", s.tcp_source,
                "the application is a host TCP through a passthrough gateway (slow start up to "
                "2 BDP end to end) instead of a bulk source");

@@ -395,7 +395,8 @@ void Simulation::deliver(Flow& f, bool forward) {
   Endpoint& dst = forward ? f.rcv : f.snd;
   const TimePoint now = clock_.t;
   while (!pipe.empty() && pipe.head_time() <= now) {
-    dst.conn->on_datagram(pipe.head_data(), pipe.head_len(), io::Ecn::kEct0, now);
+    dst.conn->on_datagram(pipe.head_data(), pipe.head_len(), io::Ecn::kEct0, now,
+                          s_.rx_stamps ? pipe.head_time() : TimePoint());
     pipe.pop();
   }
   if (forward) {
@@ -585,6 +586,7 @@ std::string to_json(const Scenario& s, const Result& r) {
   j["jitter_s"] = s.jitter.seconds();
   j["host_delay_s"] = s.host_delay.seconds();
   j["host_offset_s"] = s.host_offset.seconds();
+  j["rx_stamps"] = s.rx_stamps;
   j["tcp_source"] = s.tcp_source;
   j["tail_drops"] = r.tail_drops;
   j["random_drops"] = r.random_drops;

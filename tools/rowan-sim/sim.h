@@ -45,6 +45,10 @@ struct Scenario {
   Duration host_offset;  ///< constant extra round-trip delay the hinted base RTT does not
                          ///< include (a real gateway's stack and processing: ~0.25 ms on the
                          ///< two-site testbed), added to the forward path
+  /// Endpoints get each datagram's arrival time, as the io_uring backend's
+  /// kernel receive timestamps give it: a late host's RTT samples and ACK
+  /// delays are measured from the arrival, not from when it woke up.
+  bool rx_stamps = false;
   /// The sender's application is a host TCP seen through a passthrough
   /// gateway instead of a bulk source: it keeps at most a window of bytes
   /// outstanding end to end (written and not yet read by the receiving
