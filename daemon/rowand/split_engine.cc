@@ -22,6 +22,11 @@ constexpr uint32_t kCtrlDrainLen = 8;
 constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
 constexpr uint32_t kDefaultPmtu = 1024;
 constexpr uint32_t kEgressSlots = 1024;
+// Gateway B's first retransmission timeout, before a round trip to the
+// responder host was measured: a soft-RoCE guest took ~30 ms for a first
+// 64-packet message, and a 4 ms first timeout resent that window (the
+// estimate then takes over; its floor stays RequesterConfig::rto).
+constexpr Duration kEgressInitialRto = Duration::from_ms(50);
 constexpr uint16_t kDefaultSport = 0xC000;
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
@@ -159,11 +164,16 @@ SplitEngine::SplitFlow* SplitEngine::add(const FlowKey& fwd, Role role, TimePoin
     sf.udp_sport = kDefaultSport;
     sf.last_active = now;
     ++used_;
+    high_ = std::max(high_, i + 1);
     index(i);
     return &sf;
   }
   ++stats_.table_full;
   return nullptr;
+}
+
+void SplitEngine::trim() noexcept {
+  while (high_ > 0 && flows_[high_ - 1].role == Role::kFree) --high_;
 }
 
 void SplitEngine::learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept {
@@ -361,14 +371,13 @@ void SplitEngine::track_ack(const roce::RocePacket& p) noexcept {
   if (tracking_ == 0) return;
   const roce::IpAddr src = clean(p.src);
   const roce::IpAddr dst = clean(p.dst);
-  for (uint32_t i = 0; i < flows_.size(); ++i) {
-    SplitFlow& sf = flows_[i];
+  for (SplitFlow& sf : active()) {
     if (sf.role != Role::kTracking || sf.rev_qp != 0) continue;
     if (!same_ip(sf.fwd.src, dst) || !same_ip(sf.fwd.dst, src)) continue;
     if (!sf.pairing.on_ack(p.bth.psn, p.aeth.msn)) continue;
     sf.rev_qp = p.bth.dest_qp;
     sf.udp_sport = p.udp_sport;
-    index(i);
+    index(static_cast<uint32_t>(&sf - flows_.data()));
     return;
   }
 }
@@ -467,6 +476,7 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
     old->requester.reset();
     *old = SplitFlow{};
     --used_;
+    trim();
     rebuild_index();
   }
   SplitFlow* sf = add(fwd, Role::kEgress, now);
@@ -477,6 +487,7 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   const bool xlate = out_mtu != 0 && split::mtu_code(pmtu) != 0 && out_mtu != pmtu;
   split::RequesterConfig rc;
   rc.slots = kEgressSlots;
+  rc.initial_rto = kEgressInitialRto;
   rc.slot_bytes = local_mtu_;
   rc.pmtu = xlate ? out_mtu : pmtu;
   sf->pmtu = rc.pmtu;
@@ -570,7 +581,7 @@ bool SplitEngine::egress_full(const SplitFlow& sf) noexcept {
 
 bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
   if (used_ == 0) return false;
-  for (SplitFlow& sf : flows_) {
+  for (SplitFlow& sf : active()) {
     if (sf.role != Role::kEgress || sf.peer != peer || sf.stream != stream) continue;
     if (!egress_full(sf)) return false;
     if (!sf.stalled) {
@@ -585,7 +596,7 @@ bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
 
 bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {
   if (stalled_ == 0) return false;
-  for (SplitFlow& sf : flows_) {
+  for (SplitFlow& sf : active()) {
     if (!sf.stalled || (sf.requester && egress_full(sf))) continue;
     sf.stalled = false;
     --stalled_;
@@ -599,7 +610,7 @@ bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {
 void SplitEngine::poll(TimePoint now) noexcept {
   if (held_n_ > 0) release_held(now);
   if (used_ == 0) return;
-  for (SplitFlow& sf : flows_) {
+  for (SplitFlow& sf : active()) {
     if (sf.role == Role::kIngress) {
       if (sf.responder.next_timeout() > now) continue;
       split::Reply reply;
@@ -622,7 +633,7 @@ TimePoint SplitEngine::next_timeout() const noexcept {
     }
   }
   if (used_ == 0) return t;
-  for (const SplitFlow& sf : flows_) {
+  for (const SplitFlow& sf : active()) {
     if (sf.role == Role::kIngress) t = std::min(t, sf.responder.next_timeout());
     if (sf.role == Role::kEgress) t = std::min(t, sf.requester->next_timeout());
   }
@@ -636,6 +647,7 @@ void SplitEngine::release(SplitFlow& sf) noexcept {
   sf.requester.reset();
   sf = SplitFlow{};
   --used_;
+  trim();
   ++stats_.flows_released;
 }
 
@@ -838,7 +850,7 @@ void SplitEngine::expire(TimePoint cutoff) noexcept {
   cm_.expire(cutoff);
   if (used_ == 0) return;
   bool any = false;
-  for (SplitFlow& sf : flows_) {
+  for (SplitFlow& sf : active()) {
     if (sf.role == Role::kFree) continue;
     // A QP error: the failure went back to the requester (ingress) or was
     // reported to the peer gateway (egress); the QPs are in the error state.
@@ -863,7 +875,7 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
   using J = nlohmann::ordered_json;
   J flows = J::array();
   static constexpr const char* kRoles[] = {"free", "tracking", "ingress", "egress"};
-  for (const SplitFlow& sf : flows_) {
+  for (const SplitFlow& sf : active()) {
     if (sf.role == Role::kFree) continue;
     char a[64];
     char b[64];

@@ -56,6 +56,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -213,6 +214,12 @@ class SplitEngine {
   /// Releases the flow(s) of the QP pair; returns how many.
   uint32_t release_key(const FlowKey& k) noexcept;
   void release(SplitFlow& sf) noexcept;
+  /// The slots that may hold a flow: the per-packet and per-loop scans
+  /// (timers, stalls, ACK pairing) touch these only, not all kMaxFlows.
+  std::span<SplitFlow> active() noexcept { return {flows_.data(), high_}; }
+  std::span<const SplitFlow> active() const noexcept { return {flows_.data(), high_}; }
+  /// Lowers high_ past the free slots at the end.
+  void trim() noexcept;
   /// A DREQ from the host of `flow` for a split flow it requests on: tells
   /// the peer gateway up to which PSN that flow's data precedes the DREQ.
   void announce_drain(Flow& flow, const roce::RocePacket& p, const split::CmMessage& m,
@@ -236,6 +243,7 @@ class SplitEngine {
   std::array<int32_t, kIndex> fwd_index_{};  ///< hash bucket → slot + 1
   std::array<int32_t, kIndex> rev_index_{};
   uint32_t used_ = 0;
+  uint32_t high_ = 0;  ///< 1 + the highest slot in use (add() takes the lowest free one)
   uint32_t tracking_ = 0;
   uint32_t stalled_ = 0;
   std::array<uint8_t, 256> frame_{};  ///< one reply frame being built

@@ -14,8 +14,8 @@ Requester::Requester(const RequesterConfig& cfg)
       slots_(std::max<uint32_t>(cfg.slots, 1)),
       entries_(slots_),
       storage_(static_cast<size_t>(slots_) * cfg.slot_bytes),
-      rto_base_(cfg.rto),
-      rto_cur_(cfg.rto) {}
+      rto_base_(first_rto()),
+      rto_cur_(first_rto()) {}
 
 void Requester::start(uint32_t next_psn) noexcept {
   started_ = true;
@@ -25,7 +25,7 @@ void Requester::start(uint32_t next_psn) noexcept {
   start_psn_ = next_psn_ = next_psn & roce::kPsnMask;
   retries_ = 0;
   probe_ = false;
-  rto_base_ = rto_cur_ = cfg_.rto;
+  rto_base_ = rto_cur_ = first_rto();
   srtt_ = rttvar_ = Duration::zero();
   timer_ = TimePoint::infinite();
   rnr_until_ = TimePoint::zero();

@@ -30,6 +30,7 @@
 // passed in. Single-threaded: the packet lcore only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -44,6 +45,11 @@ struct RequesterConfig {
   uint32_t slot_bytes = 4200;           ///< largest packet stored (IP packet, local MTU)
   uint32_t pmtu = 1024;                 ///< path MTU toward the remote host (READ spans)
   Duration rto = Duration::from_ms(4);  ///< the smallest retransmission timeout
+  /// The timeout before the first round-trip sample (zero: `rto`). A
+  /// responder that takes longer than `rto` for its first messages (a soft
+  /// RNIC on a busy host) would otherwise see its first window resent whole
+  /// (RFC 6298 starts at 1 s for the same reason).
+  Duration initial_rto = Duration::zero();
   Duration max_rto = Duration::from_ms(500);
   uint32_t max_retries = 7;    ///< timeouts / repeated NAKs without progress
   uint32_t max_inflight = 64;  ///< packets sent and not yet acknowledged (go-back-N bursts
@@ -136,6 +142,7 @@ class Requester {
   /// Frees entries whose last PSN is before (`inclusive`: up to) `psn`.
   bool free_through(uint32_t psn, bool inclusive, TimePoint now) noexcept;
   void go_back() noexcept;
+  Duration first_rto() const noexcept { return std::max(cfg_.rto, cfg_.initial_rto); }
 
   RequesterConfig cfg_;
   uint32_t slots_;

@@ -128,11 +128,11 @@ Verdict Responder::on_request(const Request& req, bool room, bool over_share, Ti
     if (may_ack()) {
       if (req.ack_req || unacked_ >= cfg_.ack_every) {
         make_ack(reply);
-      } else if (ack_due_.is_infinite()) {
-        ack_due_ = now + cfg_.ack_delay;
+      } else {
+        defer_ack(now);
       }
-    } else if (ack_due_.is_infinite()) {
-      ack_due_ = now + cfg_.ack_delay;
+    } else {
+      defer_ack(now);
     }
   } else {
     if (may_ack() && unacked_ > 0) make_ack(reply);  // what came before the READ
@@ -178,9 +178,18 @@ void Responder::on_response(uint8_t opcode, uint32_t psn, TimePoint now, Reply& 
   }
   if (may_ack() && unacked_ > 0) {
     make_ack(reply);
-  } else if (unacked_ > 0 && ack_due_.is_infinite()) {
-    ack_due_ = now + cfg_.ack_delay;
+  } else if (unacked_ > 0) {
+    defer_ack(now);
   }
+}
+
+void Responder::defer_ack(TimePoint now) noexcept {
+  if (ack_due_.is_infinite()) {
+    first_unacked_at_ = now;
+  } else if (ack_due_ <= now) {
+    return;  // already due (an ACK owed at the next poll)
+  }
+  ack_due_ = std::min(now + cfg_.ack_delay, first_unacked_at_ + cfg_.ack_max_delay);
 }
 
 void Responder::on_relayed_ack(uint32_t through) noexcept {

@@ -33,9 +33,21 @@
 namespace rowan::split {
 
 struct ResponderConfig {
-  uint32_t pmtu = 1024;                           ///< path MTU toward the requester (READ spans)
-  uint32_t ack_every = 16;                        ///< ACK at least every N accepted packets
-  Duration ack_delay = Duration::from_us(20);     ///< longest an accepted packet waits for its ACK
+  uint32_t pmtu = 1024;  ///< path MTU toward the requester (READ spans)
+  /// ACK at least every N accepted packets. A quarter of rxe's 128-PSN
+  /// window (rxe asks for an ACK every 64 packets and at each message's end,
+  /// which is answered at once): every ACK costs the requester's host a
+  /// received packet, which on soft-RoCE hosts is CPU time taken from the data.
+  uint32_t ack_every = 32;
+  /// Packets without AckReq are acknowledged when the requester pauses for
+  /// `ack_delay` (an idle timer, restarted by every accepted packet), and at
+  /// the latest `ack_max_delay` after the first of them: a slow host's stream
+  /// (a soft-RoCE guest sends a packet every ~300 us) is coalesced instead of
+  /// acknowledged packet by packet, and no ACK waits long against any
+  /// requester's ACK timeout (IBA 4.096 us x 2^timeout: 67 ms at rxe's and
+  /// perftest's default of 14).
+  Duration ack_delay = Duration::from_ms(1);
+  Duration ack_max_delay = Duration::from_ms(8);
   Duration nak_retry = Duration::from_us(500);    ///< re-NAK when the requester does not go back
   Duration cnp_interval = Duration::from_us(50);  ///< at most one CNP per interval (DCQCN)
 };
@@ -139,6 +151,8 @@ class Responder {
   };
   bool may_ack() const { return base_confirmed_ && nreads_ == 0 && !failed_; }
   void make_ack(Reply& r) noexcept;
+  /// Arms (or moves) the coalescing timer for an accepted, unacknowledged packet.
+  void defer_ack(TimePoint now) noexcept;
   void maybe_cnp(bool over_share, TimePoint now, Reply& r) noexcept;
   void nak_sequence(TimePoint now, Reply& r) noexcept;
 
@@ -154,6 +168,7 @@ class Responder {
   uint32_t acked_msn_ = 0;  ///< ... and MSN
   uint32_t unacked_ = 0;    ///< accepted packets since the last ACK
   TimePoint ack_due_ = TimePoint::infinite();
+  TimePoint first_unacked_at_;  ///< when the oldest unacknowledged packet was accepted
   bool in_nak_episode_ = false;
   bool nak_deferred_ = false;  ///< an out-of-sequence packet waits for a READ's response
   TimePoint last_nak_;

@@ -124,6 +124,32 @@ TEST_F(RequesterTest, ProgressRestartsTimerBackoffStaysUntilAFreshSample) {
   EXPECT_EQ(req_->rto(), Duration::from_ms(6));             // 2 ms + 4 * 1 ms
 }
 
+TEST_F(RequesterTest, InitialTimeoutHoldsUntilTheFirstSampleThenTheEstimateRules) {
+  cfg_.initial_rto = Duration::from_ms(50);
+  make(0);
+  for (uint32_t p = 0; p < 4; ++p) push(p);
+  drain();
+  // A slow first answer (a soft RNIC on a busy host): no resend before 50 ms.
+  EXPECT_EQ(req_->next_timeout(), clock_.now() + Duration::from_ms(50));
+  clock_.advance(Duration::from_ms(30));
+  EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
+  EXPECT_EQ(drain(), V{});
+  req_->on_aeth(1, syndrome::kAckUnlimited, clock_.now());  // sample 30 ms
+  EXPECT_EQ(req_->stats().retransmitted, 0U);
+  EXPECT_EQ(req_->rto(), Duration::from_ms(90));  // 30 ms + 4 * 15 ms
+  // Fast answers bring it down to the floor, not to initial_rto.
+  for (uint32_t p = 4; p < 40; ++p) {
+    push(p);
+    drain();
+    clock_.advance(Duration::from_us(100));
+    req_->on_aeth(p, syndrome::kAckUnlimited, clock_.now());
+  }
+  EXPECT_EQ(req_->rto(), cfg_.rto);
+  // A restart (a new flow on the same slots) starts from initial_rto again.
+  req_->start(100);
+  EXPECT_EQ(req_->rto(), Duration::from_ms(50));
+}
+
 TEST_F(RequesterTest, RnrNakWaitsItsTimer) {
   make(7);
   push(7, op::kRcSendOnly);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tools/fake_clock.h"
 
 namespace rowan::split {
@@ -69,6 +71,30 @@ TEST_F(ResponderTest, CoalescedAckAfterDelayAndEveryN) {
   EXPECT_EQ(reply_.psn, cfg_.ack_every);
   EXPECT_EQ(reply_.msn, 6U);
   EXPECT_TRUE(rsp_.next_timeout().is_infinite());
+}
+
+TEST_F(ResponderTest, ASlowRxeRequesterGetsAFewAcksPerMessageAndNeverStalls) {
+  // rxe's requester: 64-packet messages (64 KiB at MTU 1024), AckReq on each
+  // last packet, at most 128 PSNs unacknowledged; a soft-RoCE guest sends a
+  // packet every ~300 us. Every ACK is a packet the guest must receive.
+  rsp_.start(0, 0, true);
+  uint32_t acked_through = 0;
+  uint32_t max_unacked = 0;
+  for (uint32_t psn = 0; psn < 640; ++psn) {
+    const uint32_t i = psn % 64;
+    const uint8_t opcode = i == 0    ? op::kRcSendFirst
+                           : i == 63 ? op::kRcSendLast
+                                     : op::kRcSendMiddle;
+    clock_.advance(Duration::from_us(300));
+    rsp_.poll(clock_.now(), reply_);
+    if (reply_.send) acked_through = reply_.psn + 1;
+    send(req(opcode, psn, i == 63));
+    if (reply_.send) acked_through = reply_.psn + 1;
+    max_unacked = std::max(max_unacked, psn + 1 - acked_through);
+  }
+  EXPECT_EQ(acked_through, 640U);         // each message's end is acknowledged at once
+  EXPECT_LE(rsp_.stats().acks, 3U * 10);  // was 160 with a 20 us timer from the first packet
+  EXPECT_LE(max_unacked, 64U);            // far inside rxe's 128-PSN window
 }
 
 TEST_F(ResponderTest, OutOfSequenceNaksOncePerEpisode) {
