@@ -742,12 +742,19 @@ bool SplitEngine::hold_dreq(const roce::RocePacket& p, const uint8_t* ip, uint32
     if (!h.used && slot == nullptr) slot = &h;
   }
   if (!have_end) return false;
+  // A drain record means the flow was split at gateway A, so its control
+  // record is on the flow's own stream: when the DREQ overtook even that
+  // (a WAN loss on the flow's stream), wait for the flow to start too.
   const SplitFlow* sf = find(k, false);
-  if (sf == nullptr || sf->role != Role::kEgress || drained(*sf, end_psn)) return false;
+  const bool started = sf != nullptr && sf->role == Role::kEgress;
+  if (sf != nullptr && !started) return false;
+  if (started && drained(*sf, end_psn)) return false;
   if (slot == nullptr || len > slot->bytes.size()) return false;  // table full: as before
   slot->used = true;
   slot->egress = k;
   slot->end_psn = end_psn;
+  slot->seen = started;
+  if (!started) ++stats_.dreqs_held_early;
   slot->since = now;
   slot->len = len;
   std::memcpy(slot->bytes.data(), ip, len);
@@ -761,9 +768,9 @@ void SplitEngine::release_held(TimePoint now) noexcept {
     if (!h.used) continue;
     const SplitFlow* sf = find(h.egress, false);
     const bool expired = now - h.since >= kDreqHoldMax;
-    if (sf != nullptr && sf->role == Role::kEgress && !drained(*sf, h.end_psn) && !expired) {
-      continue;
-    }
+    const bool started = sf != nullptr && sf->role == Role::kEgress;
+    h.seen = h.seen || started;
+    if (!expired && ((started && !drained(*sf, h.end_psn)) || (!started && !h.seen))) continue;
     if (expired) ++stats_.dreq_hold_expired;
     h.used = false;
     --held_n_;
@@ -943,6 +950,7 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"cm_mtu_rewritten", s.cm_mtu_rewritten},
            {"dreqs_held", s.dreqs_held},
            {"dreq_hold_expired", s.dreq_hold_expired},
+           {"dreqs_held_early", s.dreqs_held_early},
            {"dreqs_waiting", held_n_},
            {"cm_connections", cm_.size()},
            {"flows", flows}};

@@ -114,6 +114,8 @@ struct SplitStats {
   uint64_t cm_mtu_rewritten = 0;   ///< REQs given the site's path MTU
   uint64_t dreqs_held = 0;         ///< DREQs held until the egress delivered the data before them
   uint64_t dreq_hold_expired = 0;  ///< ... and delivered after kDreqHoldMax instead
+  uint64_t dreqs_held_early = 0;   ///< held before the egress flow had started (its control
+                                   ///< record was still on the way, e.g. behind a WAN loss)
 };
 
 class SplitEngine {
@@ -261,6 +263,7 @@ class SplitEngine {
     bool used = false;
     FlowKey egress;  ///< the egress flow it waits for
     uint32_t end_psn = 0;
+    bool seen = false;  ///< the egress flow existed at some point while it waited
     TimePoint since;
     uint32_t len = 0;
     std::array<uint8_t, 384> bytes{};

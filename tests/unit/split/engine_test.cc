@@ -490,6 +490,45 @@ TEST_F(EngineTest, CmDreqWaitsForTheDataBeforeIt) {
   EXPECT_EQ(gb_.snapshot()["dreqs_waiting"], 0U);
 }
 
+// The drain record and the DREQ overtake even the flow's control record (a
+// WAN loss on the flow's stream): gateway B holds the DREQ until the flow has
+// started and delivered what came before it.
+TEST_F(EngineTest, CmDreqBeforeTheFlowStartedWaitsForItAndItsData) {
+  cm_connect();
+  ASSERT_TRUE(a_sends(request(op::kRcSendOnly, kPsn, true)));
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
+  ia_.local.clear();
+  ASSERT_EQ(ia_.wan.size(), 3U);  // the control record and the two requests
+  std::vector<Bytes> data(ia_.wan.begin(), ia_.wan.end());
+  ia_.wan.clear();
+  const Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
+  EXPECT_FALSE(
+      ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
+  ia_.wan.push_back(dreq);
+  for (const Bytes& r : ia_.wan) {
+    EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+  }
+  ia_.wan.clear();
+  gb_.poll(clock_.now());
+  EXPECT_TRUE(ib_.local.empty()) << "the DREQ overtook the flow";
+  EXPECT_EQ(gb_.stats().dreqs_held, 1U);
+  EXPECT_EQ(gb_.stats().dreqs_held_early, 1U);
+  // The flow's stream catches up: control record, then both requests.
+  ia_.wan = data;
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 2U);
+  EXPECT_EQ(parse(ib_.local[0]).bth.opcode, op::kRcSendOnly);
+  ib_.local.clear();
+  gb_.poll(clock_.now());
+  EXPECT_TRUE(ib_.local.empty());
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 1, 2)));
+  gb_.poll(clock_.now());
+  ASSERT_EQ(ib_.local.size(), 1U);
+  EXPECT_EQ(ib_.local[0], dreq);
+  EXPECT_EQ(gb_.stats().dreq_hold_expired, 0U);
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 0U);
+}
+
 // A DREQ held behind data the responder never acknowledges goes on once the
 // egress gives up (its QP is in the error state anyway), not later.
 TEST_F(EngineTest, CmDreqHeldBehindADeadResponderGoesOnWhenTheFlowFails) {
