@@ -397,6 +397,7 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
       if (sf.responder.fail_at(p.aeth.syndrome, p.bth.psn)) {
         io_.send_local(ip, len, now);
         ++stats_.naks_sent;
+        ++stats_.fatal_relayed;
       }
       return true;
     }
@@ -940,6 +941,7 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"reoriginated", s.reoriginated},
            {"acks_consumed", s.acks_consumed},
            {"fatal", s.fatal},
+           {"fatal_relayed", s.fatal_relayed},
            {"stalls", s.stalls},
            {"bad_control", s.bad_control},
            {"cm_paired", s.cm_paired},

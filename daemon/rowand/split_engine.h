@@ -103,8 +103,9 @@ struct SplitStats {
   uint64_t reoriginated = 0;  ///< egress packets sent to the responder (incl. retransmissions)
   uint64_t retransmitted = 0;
   uint64_t acks_consumed = 0;
-  uint64_t fatal = 0;   ///< fatal NAKs / exhausted retries reported
-  uint64_t stalls = 0;  ///< a stream waited for the requester's window
+  uint64_t fatal = 0;          ///< fatal NAKs / exhausted retries reported
+  uint64_t fatal_relayed = 0;  ///< ... of which gateway A passed to a waiting requester at once
+  uint64_t stalls = 0;         ///< a stream waited for the requester's window
   uint64_t bad_control = 0;
   uint64_t cm_paired = 0;    ///< flows paired from RDMA CM REQ/REP
   uint64_t cm_released = 0;  ///< flows released by DREQ/DREP/REJ

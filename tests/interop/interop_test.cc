@@ -583,6 +583,9 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
   // fatal NAKs went through the gateways, which failed the flows.
   EXPECT_GE(d["flows_paired"], 2) << "the rkey test's QPs did not run split";
   EXPECT_GE(d["fatal"], 2) << "the gateways saw no fatal NAK";
+  // The bad READ's NAK reached its waiting requester through gateway A at
+  // once (docs/split-mode.md), not after the requester's own ACK timeout.
+  EXPECT_GE(d["fatal_relayed"], 1) << "no fatal NAK was relayed to a waiting requester";
   std::smatch m;
   json result;
   if (std::regex_search(c.out, m, std::regex(R"(result: (\{.*\}))"))) {
@@ -594,6 +597,7 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
           {"statuses", result},
           {"split_flows_paired", d["flows_paired"]},
           {"split_fatal", d["fatal"]},
+          {"split_fatal_relayed", d["fatal_relayed"]},
           {"split_naks_sent", d["naks_sent"]},
           {"wan", Testbed::get().wan()}});
 }

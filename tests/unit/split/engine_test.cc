@@ -346,6 +346,7 @@ TEST_F(EngineTest, FatalNakOnAReadReachesTheRequesterAtOnce) {
   EXPECT_EQ(nak.bth.dest_qp, kReqQp);
   ia_.local.clear();
   EXPECT_EQ(ga_.snapshot()["flows"][0]["fatal_relayed"], 1U);
+  EXPECT_EQ(ga_.stats().fatal_relayed, 1U);  // kept after the flow is released
   // The flow is released at the next housekeeping: the requester was told.
   ga_.expire(clock_.now() - Duration::from_s(10));
   EXPECT_EQ(ga_.stats().failed_released, 1U);
