@@ -73,7 +73,7 @@ struct Options {
   uint32_t mbufs = 65536;
   uint32_t framecnt = 4096;
   std::string spin_margin = "10us";
-  std::string early = "2us";
+  std::string early = "0us";
   std::string idle_spin = "5us";
   std::string max_sleep = "100ms";
   std::string huge_dir;
@@ -377,7 +377,7 @@ int run(const Options& opt) {
     bool quit = false;
     // Spin budget: within each window the loop may spin (wait for a release
     // less than the wake-up margin away) for at most kSpinBudget. Beyond it,
-    // frames due within the margin leave early instead, and the loop sleeps.
+    // a release within the margin is slept for instead (the frame leaves late).
     TimePoint window_start = now;
     int64_t spun_ns = 0;
     bool spinning = false;
@@ -409,7 +409,9 @@ int run(const Options& opt) {
           }
         }
         work += flush_tx(q, dir, now);
-        const TimePoint deadline = now + (relaxed ? std::max(early, margin) : early);
+        // Never before its release (less `early`, 0 by default): a frame may
+        // leave late, never early, even once the spin budget is spent.
+        const TimePoint deadline = now + early;
         while (q.count < kTxPending && dir.next_release() <= deadline) {
           const size_t room = std::min<size_t>(kBurst, kTxPending - q.count);
           const size_t n = dir.release(deadline, due, room);
@@ -424,6 +426,10 @@ int run(const Options& opt) {
           work += flush_tx(q, dir, now);
         }
       }
+      // Arrivals are dated after the transmit phase: a frame that came in
+      // while it ran would otherwise carry the time before it, and leave
+      // early by as long as the transmit phase took.
+      const TimePoint rx_now = clock.now();
       for (int d = 0; d < 2; ++d) {
         Direction& dir = emu.dir(d);
         const uint16_t n = rte_eth_rx_burst(rx_port[d], 0, rx, kBurst);
@@ -432,12 +438,13 @@ int run(const Options& opt) {
           rte_mbuf* m = rx[i];
           // A frame that arrived while the loop slept carries the kernel's
           // arrival time (from the doorbell); every other frame this burst's.
-          TimePoint at = now;
+          TimePoint at = rx_now;
           if (i < n_stamps[d]) {
-            at = TimePoint::from_ns(std::min(stamps[d][i], now.ns()));
+            at = TimePoint::from_ns(std::min(stamps[d][i], rx_now.ns()));
             ++ls.stamped;
-            ls.stamp_correction_sum_ns += now.ns() - at.ns();
-            ls.stamp_correction_max_ns = std::max(ls.stamp_correction_max_ns, now.ns() - at.ns());
+            ls.stamp_correction_sum_ns += rx_now.ns() - at.ns();
+            ls.stamp_correction_max_ns =
+                std::max(ls.stamp_correction_max_ns, rx_now.ns() - at.ns());
           }
           bool dup = false;
           DropReason why{};
@@ -484,7 +491,7 @@ int run(const Options& opt) {
         rte_pause();
         continue;
       }
-      if (relaxed && wait <= margin) continue;  // released early on the next pass
+      if (wait.ns() <= 0) continue;
       if (!armed) {
         // Empty the doorbells, then look at the rings once more: a frame that
         // arrives after this point rings the bell and ends the sleep.
@@ -497,7 +504,9 @@ int run(const Options& opt) {
         realtime_offset = realtime_minus_monotonic();
         next_offset = now + Duration::from_s(1);
       }
-      const Duration sleep = std::min(wait - margin, max_sleep);
+      // Past the spin budget, a release within the margin is slept for in
+      // full: the frame leaves late (by the wake-up's overshoot), not early.
+      const Duration sleep = relaxed && wait <= margin ? wait : std::min(wait - margin, max_sleep);
       pfds.clear();
       for (const auto& b : bells) pfds.push_back(pollfd{b->fd(), POLLIN, 0});
       if (control) control->add_fds(pfds);
