@@ -559,11 +559,55 @@ void SplitEngine::send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now
 }
 
 void SplitEngine::flush(SplitFlow& sf, TimePoint now) noexcept {
+  split::Requester& rq = *sf.requester;
   std::span<const uint8_t> pkt;
-  while (sf.requester->next_transmit(now, &pkt)) {
-    io_.send_local(pkt.data(), static_cast<uint32_t>(pkt.size()), now);
+  while (rq.next_transmit(now, &pkt)) {
+    send_egress(sf, pkt, rq.in_flight() >= rq.max_inflight(), now);
     ++stats_.reoriginated;
   }
+}
+
+// A responder acknowledges only the packets that ask (AckReq: rxe asks every
+// 64 packets and at each message's end). Gateway B keeps at most
+// max_inflight packets in flight, so a window that fills in the middle of a
+// message would wait for an ACK the responder has no reason to send, until
+// gateway B's retransmission timer (seen on the testbed: 76-88 ms stalls,
+// each ended by a probe). Like rxe's requester for its own window, gateway B
+// asks every half window and on the packet that fills it.
+void SplitEngine::send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
+                              TimePoint now) noexcept {
+  const auto len = static_cast<uint32_t>(pkt.size());
+  roce::RocePacket p;
+  if (roce::parse_ip(pkt, p) != roce::ParseError::kOk ||
+      split::request_kind(p.bth.opcode) != split::ReqKind::kData) {
+    io_.send_local(pkt.data(), len, now);
+    return;
+  }
+  const uint32_t half = std::max<uint32_t>(sf.requester->max_inflight() / 2, 1);
+  if (p.bth.ack_req || (++sf.unasked < half && !window_full)) {
+    if (p.bth.ack_req) sf.unasked = 0;
+    io_.send_local(pkt.data(), len, now);
+    return;
+  }
+  // IPv6 UDP checksums cover the BTH; rxe sends them as zero over IPv4 only.
+  const bool v6_csum = p.src.version == 6 && (p.data[p.l4_off + 6] | p.data[p.l4_off + 7]) != 0;
+  if (len > big_.size() || v6_csum) {
+    io_.send_local(pkt.data(), len, now);
+    return;
+  }
+  std::memcpy(big_.data(), pkt.data(), len);
+  big_[p.bth_off + 8] |= 0x80;                                          // BTH A bit
+  if (p.src.version == 4) big_[p.l4_off + 6] = big_[p.l4_off + 7] = 0;  // no UDP checksum
+  roce::RocePacket q;
+  if (roce::parse_ip({big_.data(), len}, q) != roce::ParseError::kOk) {
+    io_.send_local(pkt.data(), len, now);
+    return;
+  }
+  const uint32_t icrc = roce::compute_icrc(q);
+  for (uint32_t i = 0; i < 4; ++i) big_[q.icrc_off + i] = static_cast<uint8_t>(icrc >> (8 * i));
+  io_.send_local(big_.data(), len, now);
+  sf.unasked = 0;
+  ++stats_.acks_requested;
 }
 
 void SplitEngine::report_failure(SplitFlow& sf, TimePoint now) noexcept {
@@ -939,6 +983,7 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"requests_carried", s.requests_carried},
            {"requests_dropped", s.requests_dropped},
            {"reoriginated", s.reoriginated},
+           {"acks_requested", s.acks_requested},
            {"acks_consumed", s.acks_consumed},
            {"fatal", s.fatal},
            {"fatal_relayed", s.fatal_relayed},

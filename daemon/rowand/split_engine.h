@@ -100,7 +100,8 @@ struct SplitStats {
   uint64_t cnps_sent = 0;
   uint64_t requests_carried = 0;
   uint64_t requests_dropped = 0;
-  uint64_t reoriginated = 0;  ///< egress packets sent to the responder (incl. retransmissions)
+  uint64_t reoriginated = 0;    ///< egress packets sent to the responder (incl. retransmissions)
+  uint64_t acks_requested = 0;  ///< ... of which gateway B set AckReq on (see send_egress)
   uint64_t retransmitted = 0;
   uint64_t acks_consumed = 0;
   uint64_t fatal = 0;          ///< fatal NAKs / exhausted retries reported
@@ -180,7 +181,8 @@ class SplitEngine {
     PeerState* peer = nullptr;  ///< egress: where the records come from
     uint64_t stream = 0;
     bool stalled = false;
-    bool cm = false;  ///< paired from RDMA CM
+    bool cm = false;       ///< paired from RDMA CM
+    uint32_t unasked = 0;  ///< egress: packets sent since the last one with AckReq
     TimePoint last_active;
   };
 
@@ -205,6 +207,10 @@ class SplitEngine {
   void send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint32_t msn, TimePoint now,
                  bool toward_wan) noexcept;
   void flush(SplitFlow& sf, TimePoint now) noexcept;
+  /// One request toward the responder host, with AckReq set where the
+  /// window needs an ACK (every half window and on the packet that fills it).
+  void send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
+                   TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;
   void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
   bool on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;

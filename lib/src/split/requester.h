@@ -117,6 +117,9 @@ class Requester {
 
   bool full() const { return count_ == slots_; }
   uint32_t in_window() const { return count_; }
+  /// Packets sent and not yet acknowledged (of at most `max_inflight`).
+  uint32_t in_flight() const { return send_; }
+  uint32_t max_inflight() const { return cfg_.max_inflight; }
   uint64_t bytes_held() const { return bytes_; }
   uint32_t start_psn() const { return start_psn_; }
   uint32_t next_psn() const { return next_psn_; }

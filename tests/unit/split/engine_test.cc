@@ -283,6 +283,35 @@ TEST_F(EngineTest, PairsThenAcksLocallyAndReoriginates) {
   EXPECT_EQ(ga_.stats().flows_paired, 1U);
 }
 
+// A message longer than gateway B's in-flight window: the responder ACKs
+// only what asks, so gateway B asks every half window (and on the packet that
+// fills it) instead of waiting for its retransmission timer.
+TEST_F(EngineTest, GatewayBAsksForAcksWithinItsWindow) {
+  pair();
+  ASSERT_TRUE(a_sends(request(op::kRcWriteFirst, kPsn + 1, false)));
+  for (uint32_t i = 2; i < 100; ++i)
+    ASSERT_TRUE(a_sends(request(op::kRcWriteMiddle, kPsn + i, false)));
+  ASSERT_TRUE(a_sends(request(op::kRcWriteLast, kPsn + 100, true)));
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 64U);  // gateway B's window
+  std::vector<uint32_t> asked;
+  for (size_t i = 0; i < ib_.local.size(); ++i) {
+    const roce::RocePacket q = parse(ib_.local[i]);
+    EXPECT_TRUE(roce::icrc_ok(q)) << i;
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, static_cast<int32_t>(i) + 1));
+    if (q.bth.ack_req) asked.push_back(static_cast<uint32_t>(i));
+  }
+  EXPECT_EQ(asked, (std::vector<uint32_t>{31, 63}));
+  // Host B answers the second request for an ACK: the window moves on.
+  ib_.local.clear();
+  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 32, 6)));  // covers the base: relayed once
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 64, 6)));
+  ASSERT_EQ(ib_.local.size(), 36U);  // the rest of the message, its last asks by itself
+  EXPECT_TRUE(parse(ib_.local[31]).bth.ack_req);  // a half window since the last ask
+  EXPECT_TRUE(parse(ib_.local[35]).bth.ack_req);  // the requester's own AckReq
+  EXPECT_EQ(gb_.stats().acks_requested, 3U);
+}
+
 TEST_F(EngineTest, NakAndTimerRetransmitFromGatewayB) {
   pair();
   for (uint32_t i = 1; i <= 4; ++i) ASSERT_TRUE(a_sends(request(op::kRcSendOnly, kPsn + i, true)));
