@@ -32,9 +32,15 @@ struct UdpUringOptions {
   UdpEndpoint bind;              ///< local address and port
   UdpEndpoint peer;              ///< where datagrams go; only datagrams from it are accepted
   uint32_t max_datagram = 1472;  ///< UDP payload bytes (MTU − IP − UDP)
-  uint32_t rx_slots = 256;       ///< receives kept posted
-  uint32_t tx_slots = 256;       ///< sends in flight at most
-  int socket_buffer = 8 << 20;   ///< SO_RCVBUF/SO_SNDBUF bytes
+  /// Receives kept posted. Each one waiting on an empty socket is an entry
+  /// in the socket's wait queue, and every sent datagram's free (sock_wfree)
+  /// walks that queue with interrupts off: 256 posted receives made it 29 %
+  /// of a passthrough gateway's CPU and capped its WAN sender at ~110 Mbit/s
+  /// (bench/results/pt-udp-ceiling.md). One burst's worth is enough: the
+  /// socket buffer holds the rest until the next reap re-posts them.
+  uint32_t rx_slots = 32;
+  uint32_t tx_slots = 256;      ///< sends in flight at most
+  int socket_buffer = 8 << 20;  ///< SO_RCVBUF/SO_SNDBUF bytes
 };
 
 /// Extra counters of this backend.

@@ -83,6 +83,44 @@ TEST(UdpUring, CarriesDatagramsWithEcnInOrder) {
   EXPECT_EQ(a.stats().tx_packets, tx.size());
 }
 
+// Only one burst of receives stays posted (UdpUringOptions::rx_slots): more
+// datagrams than that, sent before the receiver looks, wait in the socket
+// buffer and all arrive, in order, as the receiver re-posts.
+TEST(UdpUring, ReceivesMoreDatagramsThanPostedReceives) {
+  Pair p;
+  UdpUringOptions oa;
+  oa.bind = p.a;
+  oa.peer = p.b;
+  UdpUringOptions ob;
+  ob.bind = p.b;
+  ob.peer = p.a;
+  ASSERT_LE(ob.rx_slots, 64u);
+  UdpUringIo a(oa);
+  UdpUringIo b(ob);
+  constexpr size_t kCount = 256;
+  std::vector<uint8_t> payload(kCount * 4);
+  for (size_t i = 0; i < kCount; ++i) std::memcpy(&payload[i * 4], &i, 4);
+  std::vector<TxDatagram> tx(kCount);
+  for (size_t i = 0; i < kCount; ++i) tx[i] = {&payload[i * 4], 4, Ecn::kEct0};
+  size_t sent = 0;
+  for (int spin = 0; spin < 2000 && sent < kCount; ++spin) {
+    sent +=
+        a.send_burst(std::span(tx.data() + sent, std::min<size_t>(32, kCount - sent)), TimePoint());
+  }
+  ASSERT_EQ(sent, kCount);
+  std::vector<uint8_t> mem(kCount * 64);
+  std::vector<RxDatagram> rx(kCount);
+  for (size_t i = 0; i < kCount; ++i) rx[i] = {mem.data() + i * 64, 64, 0, Ecn::kNotEct};
+  ASSERT_EQ(recv_all(b, rx, kCount), kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    size_t v = 0;
+    ASSERT_EQ(rx[i].len, 4u);
+    std::memcpy(&v, rx[i].data, 4);
+    EXPECT_EQ(v, i);
+  }
+  EXPECT_EQ(b.stats().rx_packets, kCount);
+}
+
 TEST(UdpUring, DropsDatagramsFromStrangers) {
   Pair p;
   UdpUringIo b({p.b, p.a, 1472, 16, 16});
