@@ -200,7 +200,10 @@ Event Requester::poll(TimePoint now) noexcept {
 TimePoint Requester::next_timeout() const noexcept {
   if (failed_) return TimePoint::infinite();
   TimePoint t = timer_;
-  if (send_ < count_ || probe_) t = std::min(t, rnr_until_);
+  // Something to send (after an RNR wait): only while the window has room;
+  // a full window waits for ACKs or the timer (not the loop spinning on it).
+  const bool can_send = send_ < count_ && send_ < cfg_.max_inflight;
+  if (can_send || probe_) t = std::min(t, rnr_until_);
   return t;
 }
 

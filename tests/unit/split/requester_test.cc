@@ -150,6 +150,20 @@ TEST_F(RequesterTest, InitialTimeoutHoldsUntilTheFirstSampleThenTheEstimateRules
   EXPECT_EQ(req_->rto(), Duration::from_ms(50));
 }
 
+TEST_F(RequesterTest, AFullWindowWaitsForItsTimerNotNow) {
+  cfg_.max_inflight = 2;
+  make(0);
+  for (uint32_t p = 0; p < 4; ++p) push(p);
+  EXPECT_LE(req_->next_timeout(), clock_.now());  // packets to send
+  EXPECT_EQ(drain(), (V{0, 1}));
+  // Two more wait for room: nothing is due before the retransmission timer
+  // (a next_timeout() in the past kept rowand's loop from ever sleeping).
+  EXPECT_EQ(req_->next_timeout(), clock_.now() + cfg_.rto);
+  req_->on_aeth(0, syndrome::kAckUnlimited, clock_.now());
+  EXPECT_LE(req_->next_timeout(), clock_.now());
+  EXPECT_EQ(drain(), V{2});
+}
+
 TEST_F(RequesterTest, RnrNakWaitsItsTimer) {
   make(7);
   push(7, op::kRcSendOnly);
