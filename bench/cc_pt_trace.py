@@ -106,6 +106,18 @@ def main():
         print(f"\nall: turnaround p50 {pct(tu, .5):.3f} p90 {pct(tu, .9):.3f} p99 {pct(tu, .99):.3f} ms, "
               f"{over * 100:.0f} % above the 1 ms max_ack_delay; path p1 {pct(pa, .01):.3f} "
               f"p50 {pct(pa, .5):.3f} p90 {pct(pa, .9):.3f} ms")
+    # One-way wire delays (positional pairs): the emulator must never deliver
+    # a frame sooner than its configured one-way delay (--one-way MS).
+    one_way = float(sys.argv[2]) if len(sys.argv) > 2 else None
+    for name, src, dst, k in (("A->B", a_out, b_in, k1), ("B->A", b_out, a_in, k2)):
+        ow = [(dst[i + k][0] - src[i][0]) * 1e3 for i in range(len(src)) if 0 <= i + k < len(dst)]
+        if not ow:
+            continue
+        line = (f"one-way {name}: {len(ow)} frames, min {min(ow):.3f} p1 {pct(ow, .01):.3f} "
+                f"p50 {pct(ow, .5):.3f} ms")
+        if one_way is not None:
+            line += f", {sum(1 for v in ow if v < one_way)} under {one_way:.3f} ms"
+        print(line)
     try:
         with open(f"{d}/iperf3.json") as f:
             j = json.load(f)
