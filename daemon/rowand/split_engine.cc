@@ -562,7 +562,7 @@ void SplitEngine::flush(SplitFlow& sf, TimePoint now) noexcept {
   split::Requester& rq = *sf.requester;
   std::span<const uint8_t> pkt;
   while (rq.next_transmit(now, &pkt)) {
-    send_egress(sf, pkt, rq.in_flight() >= rq.max_inflight(), now);
+    send_egress(sf, pkt, rq.last_was_probe() || rq.in_flight() >= rq.max_inflight(), now);
     ++stats_.reoriginated;
   }
 }
@@ -573,7 +573,8 @@ void SplitEngine::flush(SplitFlow& sf, TimePoint now) noexcept {
 // message would wait for an ACK the responder has no reason to send, until
 // gateway B's retransmission timer (seen on the testbed: 76-88 ms stalls,
 // each ended by a probe). Like rxe's requester for its own window, gateway B
-// asks every half window and on the packet that fills it.
+// asks every half window and on the packet that fills it, and on a timeout's
+// probe (which a lost packet would otherwise take in silently).
 void SplitEngine::send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
                               TimePoint now) noexcept {
   const auto len = static_cast<uint32_t>(pkt.size());

@@ -208,7 +208,8 @@ class SplitEngine {
                  bool toward_wan) noexcept;
   void flush(SplitFlow& sf, TimePoint now) noexcept;
   /// One request toward the responder host, with AckReq set where the
-  /// window needs an ACK (every half window and on the packet that fills it).
+  /// window needs an ACK (every half window, on the packet that fills it and
+  /// on a probe).
   void send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
                    TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;

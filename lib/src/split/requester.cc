@@ -70,6 +70,7 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
   e.sent_at = now;
   ++stats_.transmitted;
   if (!probe) ++send_;
+  last_probe_ = probe;
   if (timer_.is_infinite()) timer_ = now + rto_cur_;
   *pkt = {storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, e.len};
   return true;
@@ -187,8 +188,11 @@ Event Requester::poll(TimePoint now) noexcept {
     return Event::kRetryExceeded;
   }
   rto_cur_ = std::min(rto_cur_ + rto_cur_, cfg_.max_rto);
-  if (retries_ == 1) {
-    // First timeout since progress: probe with the oldest packet only.
+  if (retries_ <= kProbes) {
+    // The first timeouts since progress probe with the oldest packet only
+    // (the caller asks for an ACK on it): a responder that is only slow (a
+    // soft-RoCE guest descheduled for 100+ ms) answers with its progress,
+    // where going back N would queue a whole window of duplicates behind it.
     probe_ = true;
     timer_ = TimePoint::infinite();  // re-armed by the probe
   } else {

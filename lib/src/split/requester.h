@@ -120,6 +120,10 @@ class Requester {
   /// Packets sent and not yet acknowledged (of at most `max_inflight`).
   uint32_t in_flight() const { return send_; }
   uint32_t max_inflight() const { return cfg_.max_inflight; }
+  /// Whether the packet next_transmit() handed out last was a timeout's probe.
+  bool last_was_probe() const { return last_probe_; }
+  /// Timeouts without progress answered by a probe before going back N.
+  static constexpr uint32_t kProbes = 2;
   uint64_t bytes_held() const { return bytes_; }
   uint32_t start_psn() const { return start_psn_; }
   uint32_t next_psn() const { return next_psn_; }
@@ -162,8 +166,9 @@ class Requester {
   uint8_t fatal_syndrome_ = 0;
   uint32_t retries_ = 0;
   bool probe_ = false;  ///< a timeout asks for the oldest packet to be resent alone
-  Duration rto_base_;   ///< from the RTT estimate
-  Duration rto_cur_;    ///< with back-off
+  bool last_probe_ = false;
+  Duration rto_base_;  ///< from the RTT estimate
+  Duration rto_cur_;   ///< with back-off
   Duration srtt_;
   Duration rttvar_;
   TimePoint timer_ =

@@ -329,6 +329,8 @@ TEST_F(EngineTest, NakAndTimerRetransmitFromGatewayB) {
   gb_.poll(clock_.now());
   ASSERT_EQ(ib_.local.size(), 1U);
   EXPECT_EQ(parse(ib_.local[0]).bth.psn, 1U);
+  EXPECT_TRUE(parse(ib_.local[0]).bth.ack_req);  // asks, so a lost one is not taken in silently
+  EXPECT_TRUE(roce::icrc_ok(parse(ib_.local[0])));
   ib_.local.clear();
   EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 4, 9)));
   clock_.advance(Duration::from_s(1));

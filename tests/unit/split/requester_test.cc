@@ -82,7 +82,7 @@ TEST_F(RequesterTest, NakSequenceErrorGoesBackToThatPsn) {
 }
 
 TEST_F(RequesterTest, TimerRetransmitsFromOldestWithBackoffThenGivesUp) {
-  cfg_.max_retries = 2;
+  cfg_.max_retries = 3;
   make(0);
   push(0);
   push(1);
@@ -93,16 +93,22 @@ TEST_F(RequesterTest, TimerRetransmitsFromOldestWithBackoffThenGivesUp) {
   EXPECT_EQ(drain(), V{});
   clock_.advance(Duration::from_ns(1));
   EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
-  EXPECT_EQ(drain(), V{0});  // the first timeout probes with the oldest alone
+  EXPECT_EQ(drain(), V{0});  // the first timeouts probe with the oldest alone
+  EXPECT_TRUE(req_->last_was_probe());
   EXPECT_EQ(req_->next_timeout(), clock_.now() + cfg_.rto + cfg_.rto);  // backed off
   clock_.advance(cfg_.rto + cfg_.rto);
   EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
-  EXPECT_EQ(drain(), (V{0, 1}));  // no progress since: go back N
+  EXPECT_EQ(drain(), V{0});
+  EXPECT_EQ(req_->next_timeout(), clock_.now() + cfg_.rto * 4);
+  clock_.advance(cfg_.rto * 4);
+  EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
+  EXPECT_EQ(drain(), (V{0, 1}));  // still no progress: go back N
+  EXPECT_FALSE(req_->last_was_probe());
   clock_.advance(cfg_.max_rto);
   EXPECT_EQ(req_->poll(clock_.now()), Event::kRetryExceeded);
   EXPECT_TRUE(req_->failed());
   EXPECT_EQ(req_->fatal_syndrome(), syndrome::nak(roce::NakCode::kRemoteOperationalError));
-  EXPECT_EQ(req_->stats().timeouts, 3U);
+  EXPECT_EQ(req_->stats().timeouts, 4U);
 }
 
 TEST_F(RequesterTest, ProgressRestartsTimerBackoffStaysUntilAFreshSample) {
@@ -221,6 +227,9 @@ TEST_F(RequesterTest, InflightIsCapped) {
   EXPECT_EQ(drain(), V{2});  // the probe
   clock_.advance(cfg_.rto * 2);
   req_->poll(clock_.now());
+  EXPECT_EQ(drain(), V{2});  // the second probe
+  clock_.advance(cfg_.rto * 4);
+  req_->poll(clock_.now());
   EXPECT_EQ(drain(), (V{2, 3, 4}));  // go-back-N, still at most 3 in flight
 }
 
@@ -246,11 +255,14 @@ TEST_F(RequesterTest, TimeoutProbesWithTheOldestBeforeGoingBackN) {
   EXPECT_EQ(drain(), V{54});
   EXPECT_EQ(req_->stats().timeouts, 2U);
   EXPECT_EQ(req_->stats().retransmitted, 2U);
-  // A lost tail: no answer to the probe, so the next timeout goes back N.
+  // A lost tail: no answer to two probes, so the next timeout goes back N.
+  clock_.advance(req_->next_timeout() - clock_.now());
+  req_->poll(clock_.now());
+  EXPECT_EQ(drain(), V{54});
   clock_.advance(req_->next_timeout() - clock_.now());
   req_->poll(clock_.now());
   EXPECT_EQ(drain(), (V{54, 55, 56, 57}));
-  EXPECT_EQ(req_->stats().timeouts, 3U);
+  EXPECT_EQ(req_->stats().timeouts, 4U);
 }
 
 TEST_F(RequesterTest, TimeoutFollowsTheMeasuredRoundTrip) {
