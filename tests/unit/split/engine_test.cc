@@ -229,6 +229,20 @@ class EngineTest : public ::testing::Test {
     cm_b_to_a(cm(false, split::cm_attr::kRep, 0xB1, 0xA1, kRspQp, kPsn));
     cm_a_to_b(cm(true, split::cm_attr::kRtu, 0xA1, 0xB1));
   }
+  /// Host A disconnects: its DREQ goes through gateway A (which writes a
+  /// drain record ahead of it when the flow is split), then everything gateway
+  /// A sent crosses to gateway B on the CM stream. Returns the DREQ.
+  Bytes dreq_a_to_b() {
+    Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
+    EXPECT_FALSE(ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()),
+                              clock_.now()));
+    ia_.wan.push_back(dreq);
+    for (const Bytes& r : ia_.wan) {
+      EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+    }
+    ia_.wan.clear();
+    return dreq;
+  }
   void pair() {
     ASSERT_FALSE(a_sends(request(op::kRcSendOnly, kPsn, true)));  // tracked, passthrough
     ia_.wan.push_back(request(op::kRcSendOnly, kPsn, true));      // what passthrough carries
@@ -533,14 +547,7 @@ TEST_F(EngineTest, CmDreqBeforeTheFlowStartedWaitsForItAndItsData) {
   ASSERT_EQ(ia_.wan.size(), 3U);  // the control record and the two requests
   std::vector<Bytes> data(ia_.wan.begin(), ia_.wan.end());
   ia_.wan.clear();
-  const Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
-  EXPECT_FALSE(
-      ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
-  ia_.wan.push_back(dreq);
-  for (const Bytes& r : ia_.wan) {
-    EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
-  }
-  ia_.wan.clear();
+  const Bytes dreq = dreq_a_to_b();
   gb_.poll(clock_.now());
   EXPECT_TRUE(ib_.local.empty()) << "the DREQ overtook the flow";
   EXPECT_EQ(gb_.stats().dreqs_held, 1U);
@@ -570,14 +577,7 @@ TEST_F(EngineTest, CmDreqHeldBehindADeadResponderGoesOnWhenTheFlowFails) {
   carry_a_to_b();
   ASSERT_EQ(ib_.local.size(), 1U);
   ib_.local.clear();
-  const Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
-  EXPECT_FALSE(
-      ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
-  ia_.wan.push_back(dreq);
-  for (const Bytes& r : ia_.wan) {
-    EXPECT_TRUE(gb_.on_wan(nullptr, 3, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
-  }
-  ia_.wan.clear();
+  const Bytes dreq = dreq_a_to_b();
   EXPECT_EQ(gb_.stats().dreqs_held, 1U);
   const TimePoint held_at = clock_.now();
   bool delivered = false;
