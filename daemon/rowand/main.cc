@@ -153,13 +153,8 @@ int run(const rowan::gw::GatewayConfig& cfg) {
                metrics ? metrics->address().c_str() : "nothing");
 
     // Idle back-off (DPDK l3fwd-power): spin briefly after traffic, then
-    // sleep in growing steps, never past the transport's next timer. A
-    // sleep shorter than the kernel's timer slack (50 us) costs a wake-up
-    // without waking sooner; the local port cannot wake the loop (af_packet
-    // and most vdevs have no Rx interrupt), so at a few thousand packets/s
-    // every packet cost ~7 sleeps and 32 empty polls (split-mode testbed:
-    // 6-7k wake-ups/s per gateway, CPU the soft-RoCE guests needed).
-    const rowan::Duration kMinSleep = Duration::from_us(50);
+    // sleep in growing steps, never past the transport's next timer.
+    const rowan::Duration kMinSleep = Duration::from_us(5);
     const rowan::Duration kMaxSleep = Duration::from_ms(1);
     rowan::Duration sleep = kMinSleep;
     uint32_t idle_polls = 0;
@@ -171,7 +166,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       if (gateway.poll(now)) {
         idle_polls = 0;
         sleep = kMinSleep;
-      } else if (++idle_polls > 8) {
+      } else if (++idle_polls > 32) {
         const rowan::Duration until = gateway.next_timeout() - now;
         const rowan::Duration d = std::min(sleep, until);
         if (d.ns() > 0) gateway.idle_wait(d);
