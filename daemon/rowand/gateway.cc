@@ -3,6 +3,7 @@
 #include <rte_ether.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -1000,13 +1001,21 @@ void Gateway::publish(TimePoint now) {
   nlohmann::ordered_json s = make_snapshot(now);
   DataPathMetrics m;
   fill_metrics(now, m);
-  std::lock_guard<std::mutex> lock(snap_mu_);
-  snap_ = std::move(s);
-  metrics_ = std::move(m);
+  {
+    std::lock_guard<std::mutex> lock(snap_mu_);
+    snap_ = std::move(s);
+    metrics_ = std::move(m);
+    ++snap_gen_;
+    publish_wanted_.store(false, std::memory_order_release);
+  }
+  snap_cv_.notify_all();
 }
 
-nlohmann::ordered_json Gateway::snapshot(const std::string& cmd) const {
-  std::lock_guard<std::mutex> lock(snap_mu_);
+nlohmann::ordered_json Gateway::snapshot(const std::string& cmd, Duration wait) const {
+  std::unique_lock<std::mutex> lock(snap_mu_);
+  const uint64_t gen = snap_gen_;
+  publish_wanted_.store(true, std::memory_order_release);
+  snap_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), [&] { return snap_gen_ != gen; });
   if (!snap_.contains(cmd)) throw std::invalid_argument("unknown command '" + cmd + "'");
   return snap_[cmd];
 }

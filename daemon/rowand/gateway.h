@@ -12,13 +12,15 @@
 //
 // Threading: poll(), reload() and publish() run on the packet lcore; the
 // snapshot accessors run on the control thread and only read the snapshot
-// that publish() copies under a mutex (about ten times a second — never per
-// packet).
+// that publish() copies under a mutex (about ten times a second, and once
+// more on a control request — never per packet).
 #pragma once
 
 #include <rte_mbuf.h>
 
 #include <array>
+#include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -174,9 +176,14 @@ class Gateway {
 
   /// Copies the state the control socket shows (packet lcore).
   void publish(TimePoint now);
-  /// Control thread: the last published state for `cmd`
-  /// (status|peers|links|flows).
-  nlohmann::ordered_json snapshot(const std::string& cmd) const;
+  /// Packet lcore: a control request waits for a fresh publish().
+  bool publish_wanted() const noexcept { return publish_wanted_.load(std::memory_order_acquire); }
+  /// Control thread: the state for `cmd` (status|peers|links|flows) as of
+  /// this request: asks the packet lcore to publish and waits for it (it
+  /// sleeps at most a millisecond when idle); after `wait` without one (a
+  /// wedged loop) it answers with the last published state.
+  nlohmann::ordered_json snapshot(const std::string& cmd,
+                                  Duration wait = Duration::from_ms(250)) const;
 
   const GatewayCounters& counters() const { return ctr_; }
   /// Exporter thread: a copy of the metrics publish() last copied
@@ -248,6 +255,9 @@ class Gateway {
   std::unique_ptr<SplitEngine> split_;  ///< split-mode routes (split_engine.h)
 
   mutable std::mutex snap_mu_;
+  mutable std::condition_variable snap_cv_;
+  mutable std::atomic<bool> publish_wanted_{false};
+  uint64_t snap_gen_ = 0;  ///< publishes so far; guarded by snap_mu_
   nlohmann::ordered_json snap_;
   DataPathMetrics metrics_;  ///< guarded by snap_mu_
 };

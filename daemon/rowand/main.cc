@@ -172,7 +172,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
         if (d.ns() > 0) gateway.idle_wait(d);
         sleep = std::min(sleep * 2, kMaxSleep);
       }
-      if (now >= next_publish) {
+      if (now >= next_publish || gateway.publish_wanted()) {
         gateway.publish(now);
         next_publish = now + Duration::from_ms(100);
       }

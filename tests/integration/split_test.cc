@@ -116,7 +116,28 @@ class SplitTest : public ::testing::Test {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    settle();
     return {req, rsp};
+  }
+
+  /// Waits (at most 3 s) until neither gateway has an egress flow with
+  /// packets in flight. `rowanctl status` reads a snapshot the data path
+  /// publishes every 100 ms, and the responder's last ACKs may reach gateway
+  /// B just before the summary is read: without this wait a check of B's
+  /// counters could see the state before them.
+  void settle() {
+    for (int i = 0; i < 30; ++i) {
+      bool busy = false;
+      for (const char site : {'a', 'b'}) {
+        const json s = status(site);
+        if (!s.is_object() || !s.contains("split")) continue;
+        for (const json& f : s["split"].value("flows", json::array())) {
+          busy = busy || (f.value("in_window", 0) > 0 && !f.value("failed", false));
+        }
+      }
+      if (!busy) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
 
   /// Restarts gateway B with `line` added to its [local] table (as faults_test
