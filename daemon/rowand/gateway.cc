@@ -202,7 +202,11 @@ class GatewaySplitIo final : public SplitIo {
 // Gateway
 
 Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
-    : cfg_(cfg), local_(local), clock_(clock), flows_(cfg.wan.max_flows), scratch_(kMaxRecord + 2) {
+    : cfg_(cfg),
+      local_(local),
+      waker_(cfg.local.device),
+      clock_(clock),
+      flows_(cfg.wan.max_flows), scratch_(kMaxRecord + 2) {
   mac_ = cfg.local.mac ? *cfg.local.mac : local.mac();
   site_.addr = cfg.local.address;
   site_.len = cfg.local.prefix_len;
@@ -436,7 +440,7 @@ TimePoint Gateway::next_timeout() const noexcept {
 
 void Gateway::idle_wait(Duration d) noexcept {
   if (peers_.size() == 1 && peers_.front()->io) {
-    peers_.front()->io->wait(d);
+    peers_.front()->io->wait(d, waker_.fd());
     return;
   }
   timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};

@@ -37,6 +37,7 @@
 #include "io/udp_uring.h"
 #include "metrics.h"
 #include "peer_health.h"
+#include "rx_waker.h"
 #include "send_admission.h"
 #include "split_engine.h"
 #include "transport/connection.h"
@@ -167,7 +168,17 @@ class Gateway {
   /// When poll() must run again at the latest (transport timers).
   TimePoint next_timeout() const noexcept;
   /// Sleeps until a WAN completion arrives or `d` passes (idle back-off).
+  /// After arm_wake() and one more empty poll(), a frame on the local port
+  /// ends the sleep too (when can_block()).
   void idle_wait(Duration d) noexcept;
+  /// True when idle_wait() wakes for local frames and WAN datagrams alike
+  /// (an af_packet local port, one peer on the UDP backend): the loop may
+  /// then sleep until its next timer instead of backing off in steps.
+  bool can_block() const noexcept {
+    return waker_.fd() >= 0 && peers_.size() == 1 && peers_.front()->io != nullptr;
+  }
+  /// Empties the local port's doorbell; poll() once more before idle_wait().
+  void arm_wake() noexcept { waker_.arm(); }
 
   /// Applies a reloaded config: routes, the [cc] algorithm and parameters (live
   /// connections swap their controller) and the flow idle timeout. Flows and
@@ -225,6 +236,7 @@ class Gateway {
 
   GatewayConfig cfg_;
   Port& local_;
+  RxWaker waker_;  ///< the local port's doorbell (rx_waker.h)
   [[maybe_unused]] const Clock& clock_;  ///< the packet loop passes `now`; kept for owners
   Mac mac_{};
   Prefix site_;   ///< the local subnet

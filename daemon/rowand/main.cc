@@ -153,11 +153,19 @@ int run(const rowan::gw::GatewayConfig& cfg) {
                metrics ? metrics->address().c_str() : "nothing");
 
     // Idle back-off (DPDK l3fwd-power): spin briefly after traffic, then
-    // sleep in growing steps, never past the transport's next timer.
+    // sleep, never past the transport's next timer. With a local doorbell
+    // (Gateway::can_block) the sleep lasts until a frame, a datagram or the
+    // timer (at most kMaxBlock, for the publish, reload and stop checks);
+    // without one, in growing steps.
     const rowan::Duration kMinSleep = Duration::from_us(5);
     const rowan::Duration kMaxSleep = Duration::from_ms(1);
+    const rowan::Duration kMaxBlock = Duration::from_ms(10);
     rowan::Duration sleep = kMinSleep;
     uint32_t idle_polls = 0;
+    bool armed = false;  // the doorbell was emptied since the last traffic
+    if (gateway.can_block()) {
+      spdlog::info("idle: the loop sleeps until a local frame, a WAN datagram or a timer");
+    }
     TimePoint next_publish = clock.now();
     uint64_t loops = 0;
     while (!g_stop.load(std::memory_order_relaxed)) {
@@ -166,7 +174,16 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       if (gateway.poll(now)) {
         idle_polls = 0;
         sleep = kMinSleep;
-      } else if (++idle_polls > 32) {
+        armed = false;
+      } else if (++idle_polls > 32 && gateway.can_block()) {
+        if (!armed) {
+          gateway.arm_wake();  // a frame before this is in the port's ring: poll once more
+          armed = true;
+        } else {
+          const rowan::Duration d = std::min(gateway.next_timeout() - now, kMaxBlock);
+          if (d.ns() > 0) gateway.idle_wait(d);
+        }
+      } else if (idle_polls > 32) {
         const rowan::Duration until = gateway.next_timeout() - now;
         const rowan::Duration d = std::min(sleep, until);
         if (d.ns() > 0) gateway.idle_wait(d);

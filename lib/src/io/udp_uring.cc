@@ -1,6 +1,7 @@
 #include "io/udp_uring.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/ip.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@ namespace {
 
 constexpr uint64_t kRecvTag = 1ULL << 32;
 constexpr uint64_t kSendTag = 2ULL << 32;
+constexpr uint64_t kPollTag = 3ULL << 32;
 
 [[noreturn]] void fail(const char* what) {
   throw std::system_error(errno, std::generic_category(), what);
@@ -220,6 +222,10 @@ void UdpUringIo::reap() noexcept {
     const uint64_t tag = io_uring_cqe_get_data64(cqe);
     const auto idx = static_cast<uint32_t>(tag);
     const uint64_t kind = tag & ~0xFFFFFFFFULL;
+    if (kind == kPollTag) {  // wait()'s poll fired (or was cancelled): re-armed on the next wait
+      polled_fd_ = -1;
+      continue;
+    }
     // Anything but our own receives and sends (e.g. liburing's internal
     // timeout completions on kernels without EXT_ARG) is ignored.
     if ((kind != kSendTag && kind != kRecvTag) ||
@@ -355,13 +361,33 @@ size_t UdpUringIo::send_burst(std::span<const TxDatagram> pkts, TimePoint now) n
   return n;
 }
 
-void UdpUringIo::wait(Duration timeout) noexcept {
+void UdpUringIo::wait(Duration timeout, int also_fd) noexcept {
   if (rx_ready_head_ < rx_ready_.size()) return;
+  // One poll stays posted until it fires: a wait cut short by the timer
+  // leaves it in place for the next one.
+  if (also_fd >= 0 && polled_fd_ != also_fd) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {
+      io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    if (sqe != nullptr) {
+      io_uring_prep_poll_add(sqe, also_fd, POLLIN);
+      io_uring_sqe_set_data64(sqe, kPollTag);
+      polled_fd_ = also_fd;
+      ++pending_submit_;
+    }
+  }
   __kernel_timespec ts{};
   ts.tv_sec = timeout.ns() / 1000000000;
   ts.tv_nsec = timeout.ns() % 1000000000;
   io_uring_cqe* cqe = nullptr;
-  io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+  if (pending_submit_ > 0) {
+    pending_submit_ = 0;
+    io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+  } else {
+    io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+  }
 }
 
 }  // namespace rowan::io

@@ -68,8 +68,10 @@ class UdpUringIo final : public PacketIo {
   uint32_t max_datagram() const noexcept override { return opts_.max_datagram; }
   const IoStats& stats() const noexcept override { return stats_; }
   const UdpStats& udp_stats() const noexcept { return udp_stats_; }
-  /// Blocks up to `timeout` for a completion (an idle event loop's sleep).
-  void wait(Duration timeout) noexcept;
+  /// Blocks up to `timeout` for a completion (an idle event loop's sleep),
+  /// or, with `also_fd` >= 0, until that descriptor is readable (a poll in
+  /// the same ring: e.g. the local port's doorbell, gateway/rx_waker.h).
+  void wait(Duration timeout, int also_fd = -1) noexcept;
   int fd() const { return fd_; }
 
  private:
@@ -94,6 +96,7 @@ class UdpUringIo final : public PacketIo {
   size_t rx_ready_head_ = 0;
   std::vector<uint32_t> tx_free_;
   uint32_t pending_submit_ = 0;
+  int polled_fd_ = -1;  ///< the descriptor a posted poll watches (-1: none)
   IoStats stats_;
   UdpStats udp_stats_;
 };
