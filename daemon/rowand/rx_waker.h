@@ -1,50 +1,39 @@
-// A file descriptor that becomes readable when a frame reaches the local
-// port, for ports whose PMD has no Rx interrupt (net_af_packet): an idle
-// event loop can then block until a frame or a timer is due, instead of
-// waking on a timed back-off to poll an empty ring (l3fwd-power's idea with
-// the kernel's help).
+// The local port's doorbell (io/doorbell.h) when its PMD has no Rx interrupt:
+// net_af_packet ports get one on their interface, so an idle rowand loop can
+// sleep until a local frame, a WAN datagram or its next timer.
 //
-// It is a second AF_PACKET socket on the port's interface that only counts
-// as a doorbell: outgoing frames are ignored (PACKET_IGNORE_OUTGOING), the
-// receive buffer is as small as the kernel allows, so while the loop is busy
-// the queue holds a few frames and the rest are refused before any copy
-// (the kernel checks the buffer before cloning). The PMD's own ring gets
-// every frame regardless.
-//
-// Use: arm() (empties the doorbell), poll the port once more, then wait on
-// fd() — a frame that arrived before arm() is in the port's ring, one after
-// it rings the doorbell.
+// Use: arm() (empties it), poll the port once more, then wait on fd().
 //
 // Threading: the packet lcore owns it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "io/doorbell.h"
 
 namespace rowan::gw {
 
 class RxWaker {
  public:
   /// For `device` a port spec ("net_af_packet0,iface=rowan-a-lan"): opens the
-  /// doorbell for af_packet vdevs; for anything else (or when the socket
-  /// cannot be opened: no CAP_NET_RAW, no such interface) there is none and
-  /// fd() is -1, and the loop keeps its timed back-off.
+  /// doorbell for af_packet vdevs. For anything else, or when it cannot be
+  /// opened (no CAP_NET_RAW, no such interface), there is none: fd() is -1
+  /// and the loop keeps its timed back-off.
   explicit RxWaker(const std::string& device);
-  ~RxWaker();
-  RxWaker(const RxWaker&) = delete;
-  RxWaker& operator=(const RxWaker&) = delete;
 
-  int fd() const noexcept { return fd_; }
+  int fd() const noexcept { return bell_ ? bell_->fd() : -1; }
   /// Why there is no doorbell ("" when there is one).
   const std::string& why_not() const noexcept { return why_not_; }
-  /// Empties the doorbell (non-blocking); returns the frames it held.
-  uint32_t arm() noexcept;
+  /// Empties the doorbell; returns the frames it held.
+  uint32_t arm() noexcept { return bell_ ? bell_->drain() : 0; }
 
   /// The interface of an af_packet spec ("" for other devices).
   static std::string af_packet_iface(const std::string& device);
 
  private:
-  int fd_ = -1;
+  std::unique_ptr<io::Doorbell> bell_;
   std::string why_not_;
 };
 

@@ -1,8 +1,8 @@
 #include "io/udp_uring.h"
 
 #include <arpa/inet.h>
-#include <poll.h>
 #include <netinet/ip.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "base/clock.h"
+
 namespace rowan::io {
 namespace {
 
@@ -22,34 +24,6 @@ constexpr uint64_t kPollTag = 3ULL << 32;
 
 [[noreturn]] void fail(const char* what) {
   throw std::system_error(errno, std::generic_category(), what);
-}
-
-int64_t ns_of(const timespec& ts) {
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-// CLOCK_MONOTONIC minus CLOCK_REALTIME. Reads the realtime clock on both
-// sides of the monotonic read and keeps the tightest bracket: a thread
-// preempted between two reads would otherwise get an offset off by the
-// preemption, and every timestamp of the burst early or late by as much.
-int64_t mono_minus_realtime() noexcept {
-  int64_t best = 0;
-  int64_t best_gap = INT64_MAX;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    timespec r1{};
-    timespec m{};
-    timespec r2{};
-    clock_gettime(CLOCK_REALTIME, &r1);
-    clock_gettime(CLOCK_MONOTONIC, &m);
-    clock_gettime(CLOCK_REALTIME, &r2);
-    const int64_t gap = ns_of(r2) - ns_of(r1);
-    if (gap >= 0 && gap < best_gap) {
-      best_gap = gap;
-      best = ns_of(m) - (ns_of(r1) + gap / 2);
-    }
-    if (best_gap <= 2000) break;  // a bracket of 2 us: good enough
-  }
-  return best;
 }
 
 }  // namespace
@@ -287,7 +261,7 @@ size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcep
         timespec ts{};
         std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
         if (!have_offset) {
-          mono_minus_real = mono_minus_realtime();
+          mono_minus_real = monotonic_minus_realtime_ns();
           have_offset = true;
         }
         const int64_t real_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;

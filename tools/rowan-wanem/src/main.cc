@@ -43,6 +43,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/clock.h"
+#include "io/doorbell.h"
 #include "control_server.h"
 #include "ctl.h"
 #include "emulator.h"
@@ -93,98 +94,6 @@ struct TxQueue {
   uint32_t len[kTxPending];
   size_t count = 0;
 };
-
-// A packet socket on an interface that keeps one byte of every incoming frame:
-// poll() on it wakes the loop when a frame arrives.
-class Doorbell {
- public:
-  explicit Doorbell(const std::string& iface) {
-    const unsigned idx = if_nametoindex(iface.c_str());
-    if (idx == 0) throw std::runtime_error("no interface " + iface);
-    fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw std::runtime_error(std::string("packet socket: ") + std::strerror(errno));
-    sock_filter code[] = {{0x06, 0, 0, 1}};  // BPF "ret #1": keep one byte
-    sock_fprog prog{1, code};
-    int one = 1;
-    int rcvbuf = 4096;
-    setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
-    setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
-    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
-    sll.sll_ifindex = static_cast<int>(idx);
-    if (bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
-      throw std::runtime_error("bind packet socket on " + iface + ": " + std::strerror(errno));
-    }
-  }
-  ~Doorbell() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Doorbell(const Doorbell&) = delete;
-  Doorbell& operator=(const Doorbell&) = delete;
-  int fd() const { return fd_; }
-  void drain() const {
-    char b[64];
-    while (recv(fd_, b, sizeof b, MSG_DONTWAIT | MSG_TRUNC) >= 0) {
-    }
-  }
-  /// Reads the kernel arrival times (CLOCK_MONOTONIC ns, given realtime −
-  /// monotonic) of up to `max` queued frames, oldest first.
-  size_t read_stamps(int64_t* out, size_t max, int64_t realtime_offset) const {
-    size_t n = 0;
-    while (n < max) {
-      char b[64];
-      alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(timespec))];
-      iovec iov{b, sizeof b};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = ctrl;
-      msg.msg_controllen = sizeof ctrl;
-      if (recvmsg(fd_, &msg, MSG_DONTWAIT) < 0) break;
-      int64_t t = -1;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-          timespec ts{};
-          std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-          t = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec - realtime_offset;
-        }
-      }
-      if (t < 0) break;
-      out[n++] = t;
-    }
-    return n;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// CLOCK_REALTIME minus CLOCK_MONOTONIC, from the tightest of up to 4
-// monotonic reads bracketed by realtime reads: a thread interrupted between
-// two plain reads gets an offset too large by the interruption, and then
-// dates every doorbell stamp (and the frame's release) that much early.
-int64_t realtime_minus_monotonic() {
-  const auto ns = [](const timespec& t) {
-    return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-  };
-  int64_t best = 0;
-  int64_t best_gap = INT64_MAX;
-  for (int attempt = 0; attempt < 4 && best_gap > 2000; ++attempt) {
-    timespec r1{}, m{}, r2{};
-    clock_gettime(CLOCK_REALTIME, &r1);
-    clock_gettime(CLOCK_MONOTONIC, &m);
-    clock_gettime(CLOCK_REALTIME, &r2);
-    const int64_t gap = ns(r2) - ns(r1);
-    if (gap >= 0 && gap < best_gap) {
-      best_gap = gap;
-      best = ns(r1) + gap / 2 - ns(m);
-    }
-  }
-  return best;
-}
 
 std::string vdev_name(const std::string& spec) { return spec.substr(0, spec.find(',')); }
 
@@ -284,9 +193,11 @@ int run(const Options& opt) {
     std::fprintf(stderr, "rowan-wanem: give --iface-a/--vdev-a and --iface-b/--vdev-b\n");
     return kExitUsage;
   }
-  std::vector<std::unique_ptr<Doorbell>> bells;
-  if (!opt.iface_a.empty()) bells.push_back(std::make_unique<Doorbell>(opt.iface_a));
-  if (!opt.iface_b.empty()) bells.push_back(std::make_unique<Doorbell>(opt.iface_b));
+  std::vector<std::unique_ptr<io::Doorbell>> bells;
+  // Each frame's kernel arrival time dates it (frames are reaped late).
+  const io::DoorbellOptions bell{.rcvbuf = 4096, .timestamps = true};
+  if (!opt.iface_a.empty()) bells.push_back(std::make_unique<io::Doorbell>(opt.iface_a, bell));
+  if (!opt.iface_b.empty()) bells.push_back(std::make_unique<io::Doorbell>(opt.iface_b, bell));
   // Without a doorbell on both ports nothing wakes the loop on arrival: cap
   // the sleep so a frame waits at most this long before it is timestamped.
   if (bells.size() < 2) max_sleep = std::min(max_sleep, Duration::from_us(50));
@@ -386,7 +297,7 @@ int run(const Options& opt) {
     TimePoint last_wake = now;
     TimePoint next_control = now;
     TimePoint next_offset = now;
-    int64_t realtime_offset = 0;
+    int64_t mono_minus_real = 0;
     Duration margin = spin_margin;
     int64_t overshoot_ewma = 0;
     int64_t overshoot_dev = 0;
@@ -519,7 +430,7 @@ int run(const Options& opt) {
       }
       armed = false;
       if (now >= next_offset) {
-        realtime_offset = realtime_minus_monotonic();
+        mono_minus_real = monotonic_minus_realtime_ns();
         next_offset = now + Duration::from_s(1);
       }
       // Past the spin budget, a release within the margin is slept for in
@@ -551,7 +462,7 @@ int run(const Options& opt) {
           for (int d = 0; d < 2; ++d) {
             if ((pfds[static_cast<size_t>(d)].revents & POLLIN) != 0) {
               n_stamps[d] =
-                  bells[static_cast<size_t>(d)]->read_stamps(stamps[d], kBurst, realtime_offset);
+                  bells[static_cast<size_t>(d)]->read_stamps(stamps[d], kBurst, mono_minus_real);
             }
           }
         }
