@@ -560,11 +560,13 @@ void SplitEngine::send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now
 
 void SplitEngine::flush(SplitFlow& sf, TimePoint now) noexcept {
   split::Requester& rq = *sf.requester;
+  const uint64_t resent_before = rq.stats().retransmitted;
   std::span<const uint8_t> pkt;
   while (rq.next_transmit(now, &pkt)) {
     send_egress(sf, pkt, rq.last_was_probe() || rq.in_flight() >= rq.max_inflight(), now);
     ++stats_.reoriginated;
   }
+  stats_.retransmitted += rq.stats().retransmitted - resent_before;
 }
 
 // A responder acknowledges only the packets that ask (AckReq: rxe asks every
@@ -664,7 +666,9 @@ void SplitEngine::poll(TimePoint now) noexcept {
       send_reply(sf, reply, now);
     } else if (sf.role == Role::kEgress) {
       if (sf.requester->next_timeout() > now) continue;
+      const uint64_t timeouts_before = sf.requester->stats().timeouts;
       if (sf.requester->poll(now) == split::Event::kRetryExceeded) report_failure(sf, now);
+      stats_.egress_timeouts += sf.requester->stats().timeouts - timeouts_before;
       flush(sf, now);
     }
   }
@@ -984,6 +988,8 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"requests_carried", s.requests_carried},
            {"requests_dropped", s.requests_dropped},
            {"reoriginated", s.reoriginated},
+           {"retransmitted", s.retransmitted},
+           {"egress_timeouts", s.egress_timeouts},
            {"acks_requested", s.acks_requested},
            {"acks_consumed", s.acks_consumed},
            {"fatal", s.fatal},

@@ -71,7 +71,10 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
   ++stats_.transmitted;
   if (!probe) ++send_;
   last_probe_ = probe;
-  if (timer_.is_infinite()) timer_ = now + rto_cur_;
+  if (timer_.is_infinite()) {
+    timer_ = now + rto_cur_;
+    if (retries_ == 0) waiting_since_ = now;
+  }
   *pkt = {storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, e.len};
   return true;
 }
@@ -115,6 +118,7 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
     // RFC 6298 5.7: a backed-off timeout stays until a fresh sample.
     if (sampled) rto_cur_ = rto_base_;
     timer_ = send_ > 0 ? now + rto_cur_ : TimePoint::infinite();
+    waiting_since_ = now;
   }
   return progress;
 }
@@ -188,7 +192,7 @@ Event Requester::poll(TimePoint now) noexcept {
     return Event::kRetryExceeded;
   }
   rto_cur_ = std::min(rto_cur_ + rto_cur_, cfg_.max_rto);
-  if (retries_ <= kProbes) {
+  if (retries_ <= kProbes || now - waiting_since_ < cfg_.go_back_after) {
     // The first timeouts since progress probe with the oldest packet only
     // (the caller asks for an ACK on it): a responder that is only slow (a
     // soft-RoCE guest descheduled for 100+ ms) answers with its progress,

@@ -51,6 +51,16 @@ struct RequesterConfig {
   /// (RFC 6298 starts at 1 s for the same reason).
   Duration initial_rto = Duration::zero();
   Duration max_rto = Duration::from_ms(500);
+  /// A timeout goes back N (resends everything in flight) only after this
+  /// long without progress; sooner ones probe with the oldest packet alone.
+  /// A responder that is only slow (a soft RNIC whose vCPU was off the CPU
+  /// for tens of ms) answers a probe with its progress, where going back N
+  /// would queue a window of duplicates behind its backlog. A lost packet
+  /// is NAKed by the responder at the next one, and the probe resends the
+  /// oldest: only a lost tail waits this long. Zero: after kProbes probes.
+  /// The default is about the ACK timeout RoCE requesters run with (IBA
+  /// local ACK timeout 14: 67 ms): never more eager than the requester.
+  Duration go_back_after = Duration::from_ms(64);
   uint32_t max_retries = 7;    ///< timeouts / repeated NAKs without progress
   uint32_t max_inflight = 64;  ///< packets sent and not yet acknowledged (go-back-N bursts
                                ///< too). 128 (rxe's own limit) pipelines a requester that
@@ -122,7 +132,8 @@ class Requester {
   uint32_t max_inflight() const { return cfg_.max_inflight; }
   /// Whether the packet next_transmit() handed out last was a timeout's probe.
   bool last_was_probe() const { return last_probe_; }
-  /// Timeouts without progress answered by a probe before going back N.
+  /// Timeouts without progress answered by a probe before going back N
+  /// (at least; see RequesterConfig::go_back_after).
   static constexpr uint32_t kProbes = 2;
   uint64_t bytes_held() const { return bytes_; }
   uint32_t start_psn() const { return start_psn_; }
@@ -174,6 +185,7 @@ class Requester {
   TimePoint timer_ =
       TimePoint::infinite();  ///< retransmission deadline (armed when sent data waits)
   TimePoint rnr_until_;
+  TimePoint waiting_since_;  ///< the last progress, or the first send since none was in flight
   RequesterStats stats_;
 };
 

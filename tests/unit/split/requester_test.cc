@@ -16,7 +16,10 @@ using test::FakeClock;
 
 class RequesterTest : public ::testing::Test {
  protected:
-  RequesterTest() { cfg_.slots = 8, cfg_.slot_bytes = 64; }
+  RequesterTest() {
+    cfg_.slots = 8, cfg_.slot_bytes = 64;
+    cfg_.go_back_after = Duration::zero();  // after kProbes probes (GoesBackNOnlyAfter... sets it)
+  }
   void make(uint32_t start) {
     req_ = std::make_unique<Requester>(cfg_);
     req_->start(start);
@@ -263,6 +266,39 @@ TEST_F(RequesterTest, TimeoutProbesWithTheOldestBeforeGoingBackN) {
   req_->poll(clock_.now());
   EXPECT_EQ(drain(), (V{54, 55, 56, 57}));
   EXPECT_EQ(req_->stats().timeouts, 4U);
+}
+
+// A responder silent for less than go_back_after (a soft RNIC whose vCPU was
+// off the CPU) gets probes only, however many timeouts that takes: going
+// back N would queue the whole window again behind its backlog. Past the
+// quiet time the window goes again; progress starts the quiet time over.
+TEST_F(RequesterTest, GoesBackNOnlyAfterTheQuietTime) {
+  cfg_.go_back_after = Duration::from_ms(64);
+  make(0);
+  for (uint32_t p = 0; p < 4; ++p) push(p);
+  const TimePoint t0 = clock_.now();
+  EXPECT_EQ(drain(), (V{0, 1, 2, 3}));
+  int probes = 0;
+  for (;;) {
+    clock_.advance(req_->next_timeout() - clock_.now());
+    EXPECT_EQ(req_->poll(clock_.now()), Event::kNone);
+    const V sent = drain();
+    if (clock_.now() - t0 < cfg_.go_back_after) {
+      EXPECT_EQ(sent, V{0}) << "at " << (clock_.now() - t0).ns() / 1000000 << " ms";
+      ++probes;
+      continue;
+    }
+    EXPECT_EQ(sent, (V{0, 1, 2, 3}));  // 4 + 8 + 16 + 32 ms of probes, then the window
+    break;
+  }
+  EXPECT_EQ(probes, 4);
+  EXPECT_FALSE(req_->failed());
+  // Progress: the quiet time starts over, so the next timeout probes again.
+  clock_.advance(Duration::from_ms(1));
+  req_->on_aeth(1, syndrome::kAckUnlimited, clock_.now());
+  clock_.advance(req_->next_timeout() - clock_.now());
+  req_->poll(clock_.now());
+  EXPECT_EQ(drain(), V{2});
 }
 
 TEST_F(RequesterTest, TimeoutFollowsTheMeasuredRoundTrip) {
