@@ -600,7 +600,6 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
   r.boolean("no_huge", eal.no_huge);
   r.boolean("in_memory", eal.in_memory);
   r.integer("memory_mb", eal.memory_mb, 0, 1 << 22);
-  r.integer("rt_priority", eal.rt_priority, 0, 99);
   if (eal.no_huge && eal.in_memory) {
     errors.add(r.pos(), "eal: no_huge and in_memory cannot both be set (DPDK rejects the pair)");
   }
@@ -1276,7 +1275,6 @@ std::string eal_toml(const EalConfig& e) {
   s += fmt::format("no_huge = {}\n", e.no_huge);
   s += fmt::format("in_memory = {}\n", e.in_memory);
   s += fmt::format("memory_mb = {}\n", e.memory_mb);
-  s += fmt::format("rt_priority = {}\n", e.rt_priority);
   s += "extra_args = [";
   for (size_t i = 0; i < e.extra_args.size(); ++i) {
     s += (i == 0 ? "" : ", ") + toml_string(e.extra_args[i]);

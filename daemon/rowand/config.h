@@ -47,8 +47,6 @@ struct EalConfig {
   bool no_huge = false;      ///< --no-huge (vdevs only)
   bool in_memory = false;    ///< --in-memory (production)
   uint32_t memory_mb = 0;    ///< -m; 0: EAL default
-  /// SCHED_FIFO priority of the packet loop (1-99); 0: the normal scheduler.
-  uint32_t rt_priority = 0;
   std::vector<std::string> extra_args;
 };
 

@@ -10,17 +10,13 @@
 // ports, the control socket and the exposer are up; STATUS= lines as it goes;
 // RELOADING=1/READY=1 around a SIGHUP reload; WATCHDOG=1 from a thread that
 // only pets the watchdog while the packet loop's heartbeat advances.
-#include <sched.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
 #include <atomic>
 #include <chrono>
-#include <cerrno>
 #include <condition_variable>
 #include <csignal>
-#include <cstring>
-#include <ctime>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -41,20 +37,6 @@
 #include "telemetry.h"
 
 namespace {
-
-/// Makes the calling thread SCHED_FIFO at `priority`; warns and returns
-/// false when the kernel refuses (no CAP_SYS_NICE).
-bool set_fifo(uint32_t priority) {
-  sched_param sp{};
-  sp.sched_priority = static_cast<int>(priority);
-  if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
-    spdlog::warn("eal.rt_priority = {}: SCHED_FIFO refused ({}); the packet loop runs normal",
-                 priority, std::strerror(errno));
-    return false;
-  }
-  spdlog::info("the packet loop runs SCHED_FIFO at priority {}", priority);
-  return true;
-}
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
@@ -184,14 +166,6 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     if (gateway.can_block()) {
       spdlog::info("idle: the loop sleeps until a local frame, a WAN datagram or a timer");
     }
-    // [eal] rt_priority: the packet loop (this thread, after every helper
-    // thread has started, so none inherits it) runs SCHED_FIFO. A FIFO
-    // thread that never sleeps would hold its core until the kernel's RT
-    // throttling (50 ms each second); it pauses on its own terms instead.
-    const bool rt = cfg.eal.rt_priority > 0 && set_fifo(cfg.eal.rt_priority);
-    const rowan::Duration kRtRunBudget = Duration::from_ms(3);
-    const timespec kRtPause{0, 300000};
-    TimePoint last_sleep = clock.now();
     TimePoint next_publish = clock.now();
     uint64_t loops = 0;
     while (!g_stop.load(std::memory_order_relaxed)) {
@@ -207,23 +181,13 @@ int run(const rowan::gw::GatewayConfig& cfg) {
           armed = true;
         } else {
           const rowan::Duration d = std::min(gateway.next_timeout() - now, kMaxBlock);
-          if (d.ns() > 0) {
-            gateway.idle_wait(d);
-            last_sleep = now;
-          }
+          if (d.ns() > 0) gateway.idle_wait(d);
         }
       } else if (idle_polls > 32) {
         const rowan::Duration until = gateway.next_timeout() - now;
         const rowan::Duration d = std::min(sleep, until);
-        if (d.ns() > 0) {
-          gateway.idle_wait(d);
-          last_sleep = now;
-        }
+        if (d.ns() > 0) gateway.idle_wait(d);
         sleep = std::min(sleep * 2, kMaxSleep);
-      }
-      if (rt && now - last_sleep > kRtRunBudget) {
-        nanosleep(&kRtPause, nullptr);
-        last_sleep = now;
       }
       if (now >= next_publish || gateway.publish_wanted()) {
         gateway.publish(now);

@@ -34,12 +34,11 @@ find_rowanctl() {
   echo "$bin"
 }
 
-# gateways_start RATE RTT CC [WAN_BACKEND [RT_PRIORITY]]: configures both
-# gateway namespaces for rowand and starts one daemon in each; waits until both
-# answer on their control sockets. WAN_BACKEND: udp (default) or dpdk.
-# RT_PRIORITY: [eal] rt_priority of both daemons (0, the default: normal).
+# gateways_start RATE RTT CC [WAN_BACKEND]: configures both gateway namespaces
+# for rowand and starts one daemon in each; waits until both answer on their
+# control sockets. WAN_BACKEND: udp (default) or dpdk.
 gateways_start() {
-  local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp} rt_priority=${5:-0}
+  local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp}
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
@@ -70,9 +69,6 @@ gateways_start() {
       in_ns "$ns" ip addr flush dev wan0
       backend_args=(-e 's|^backend = "udp"|backend = "dpdk"\ndevice = "net_af_packet1,iface=wan0"|'
         -e 's|^no_huge = true.*|&\nmemory_mb = 256|')
-    fi
-    if [[ $rt_priority -gt 0 ]]; then
-      backend_args+=(-e "s|^no_huge = true.*|&\nrt_priority = $rt_priority|")
     fi
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
       -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" "${backend_args[@]}" \

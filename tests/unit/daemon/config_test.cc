@@ -155,7 +155,6 @@ TEST(ConfigDefaults, ExampleShowsTheRealDefaults) {
   EXPECT_EQ(ex.eal.no_huge, def.eal.no_huge);
   EXPECT_EQ(ex.eal.in_memory, def.eal.in_memory);
   EXPECT_EQ(ex.eal.memory_mb, def.eal.memory_mb);
-  EXPECT_EQ(ex.eal.rt_priority, def.eal.rt_priority);
   EXPECT_EQ(ex.eal.extra_args, def.eal.extra_args);
   EXPECT_EQ(ex.local.prefix_len, def.local.prefix_len);
   EXPECT_FALSE(ex.local.mac.has_value());
@@ -201,7 +200,6 @@ file_prefix = "gw.x"
 huge_dir = "/mnt/huge"
 in_memory = true
 memory_mb = 512
-rt_priority = 5
 extra_args = ["--vdev", "net_null0", "--log-level=pmd.*:debug"]
 
 [local]
@@ -388,7 +386,6 @@ no_huge = true
 in_memory = true
 extra_args = ["--file-prefix=x", 3]
 lcores = "all"
-rt_priority = 100
 )";
   const auto errors = errors_of(text);
   EXPECT_TRUE(
@@ -415,7 +412,6 @@ rt_priority = 100
   EXPECT_TRUE(has_error(errors, where(text, "\"--file-prefix=x\""), "eal.file_prefix instead"));
   EXPECT_TRUE(has_error(errors, where(text, "3]"), "eal.extra_args: expected a string"));
   EXPECT_TRUE(has_error(errors, where(text, "\"all\""), "eal.lcores"));
-  EXPECT_TRUE(has_error(errors, where(text, "100\n"), "eal.rt_priority: 100 is outside [0, 99]"));
   // Sorted by position.
   EXPECT_TRUE(std::is_sorted(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
     auto key = [](const std::string& s) {
