@@ -206,7 +206,8 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
       local_(local),
       waker_(cfg.local.device),
       clock_(clock),
-      flows_(cfg.wan.max_flows), scratch_(kMaxRecord + 2) {
+      flows_(cfg.wan.max_flows),
+      scratch_(kMaxRecord + 2) {
   mac_ = cfg.local.mac ? *cfg.local.mac : local.mac();
   site_.addr = cfg.local.address;
   site_.len = cfg.local.prefix_len;

@@ -236,7 +236,7 @@ class Gateway {
 
   GatewayConfig cfg_;
   Port& local_;
-  RxWaker waker_;  ///< the local port's doorbell (rx_waker.h)
+  RxWaker waker_;                        ///< the local port's doorbell (rx_waker.h)
   [[maybe_unused]] const Clock& clock_;  ///< the packet loop passes `now`; kept for owners
   Mac mac_{};
   Prefix site_;   ///< the local subnet

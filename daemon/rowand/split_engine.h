@@ -100,8 +100,8 @@ struct SplitStats {
   uint64_t cnps_sent = 0;
   uint64_t requests_carried = 0;
   uint64_t requests_dropped = 0;
-  uint64_t reoriginated = 0;    ///< egress packets sent to the responder (incl. retransmissions)
-  uint64_t acks_requested = 0;  ///< ... of which gateway B set AckReq on (see send_egress)
+  uint64_t reoriginated = 0;     ///< egress packets sent to the responder (incl. retransmissions)
+  uint64_t acks_requested = 0;   ///< ... of which gateway B set AckReq on (see send_egress)
   uint64_t retransmitted = 0;    ///< ... of which were sent before (NAK, timeout: probe or go back)
   uint64_t egress_timeouts = 0;  ///< gateway B's retransmission timer fired
   uint64_t acks_consumed = 0;

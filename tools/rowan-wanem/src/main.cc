@@ -43,10 +43,10 @@
 #include <CLI/CLI.hpp>
 
 #include "base/clock.h"
-#include "io/doorbell.h"
 #include "control_server.h"
 #include "ctl.h"
 #include "emulator.h"
+#include "io/doorbell.h"
 #include "parse.h"
 
 namespace rowan::wanem {
