@@ -39,6 +39,16 @@ struct Pair {
   UdpEndpoint b = UdpEndpoint::parse("127.0.0.1:" + std::to_string(pb));
 };
 
+// A transport connection's settings for a run over loopback.
+transport::TransportConfig loopback_transport(uint64_t connection_id) {
+  transport::TransportConfig cfg;
+  cfg.cc = "cubic";
+  cfg.link_rate = BitsPerSec::from_gbps(1);
+  cfg.base_rtt = Duration::from_us(100);
+  cfg.connection_id = connection_id;
+  return cfg;
+}
+
 size_t recv_all(UdpUringIo& io, std::vector<RxDatagram>& bufs, size_t want) {
   size_t got = 0;
   for (int spin = 0; spin < 2000 && got < want; ++spin) {
@@ -157,11 +167,7 @@ TEST(UdpUring, TransportConnectionRunsOverIt) {
   UdpUringIo ia({p.a, p.b, 1472, 128, 128});
   UdpUringIo ib({p.b, p.a, 1472, 128, 128});
   MonotonicClock clock;
-  transport::TransportConfig cfg;
-  cfg.cc = "cubic";
-  cfg.link_rate = BitsPerSec::from_gbps(1);
-  cfg.base_rtt = Duration::from_us(100);
-  cfg.connection_id = 77;
+  const transport::TransportConfig cfg = loopback_transport(77);
   transport::Connection ca(cfg, clock, clock.now());
   transport::Connection cb(cfg, clock, clock.now());
   transport::Driver da(ca, ia);
@@ -248,11 +254,7 @@ TEST(UdpUring, RttSampleIsMeasuredFromArrivalNotFromAStaleClockRead) {
   UdpUringIo ia({p.a, p.b, 1472, 16, 16});
   UdpUringIo ib({p.b, p.a, 1472, 16, 16});
   MonotonicClock clock;
-  transport::TransportConfig cfg;
-  cfg.cc = "cubic";
-  cfg.link_rate = BitsPerSec::from_gbps(1);
-  cfg.base_rtt = Duration::from_us(100);
-  cfg.connection_id = 78;
+  transport::TransportConfig cfg = loopback_transport(78);
   cfg.ack_every = 1;
   transport::Connection ca(cfg, clock, clock.now());
   transport::Connection cb(cfg, clock, clock.now());
