@@ -718,6 +718,7 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   };
   ring("rx_ring", local.rx_ring);
   ring("tx_ring", local.tx_ring);
+  r.duration("wake_coalesce", local.wake_coalesce, Duration::zero(), Duration::from_ms(10));
   r.boolean("insecure", local.insecure);
   r.str("private_key_file", local.private_key_file);
   r.finish();
@@ -1299,6 +1300,7 @@ std::string local_toml(const LocalConfig& l) {
   s += fmt::format("mtu = {}\n", l.mtu);
   s += fmt::format("rx_ring = {}\n", l.rx_ring);
   s += fmt::format("tx_ring = {}\n", l.tx_ring);
+  s += fmt::format("wake_coalesce = {}\n", toml_string(duration_text(l.wake_coalesce)));
   if (!l.private_key_file.empty()) {
     s += fmt::format("private_key_file = {}\n", toml_string(l.private_key_file));
   }

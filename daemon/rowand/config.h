@@ -63,6 +63,9 @@ struct LocalConfig {
   uint32_t roce_mtu = 0;
   uint16_t rx_ring = 1024;
   uint16_t tx_ring = 1024;
+  /// Under load the packet loop wakes at most this often (idle_policy.h);
+  /// a packet then waits up to this long. Zero: wake for every frame.
+  Duration wake_coalesce = Duration::from_ms(1);
   /// This gateway's X25519 private key (base64, `rowanctl genkey`; mode 0600).
   /// A relative path is relative to the config file's directory.
   std::string private_key_file;

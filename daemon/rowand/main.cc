@@ -33,6 +33,7 @@
 #include "control.h"
 #include "dpdk_port.h"
 #include "gateway.h"
+#include "idle_policy.h"
 #include "metrics.h"
 #include "telemetry.h"
 
@@ -152,19 +153,13 @@ int run(const rowan::gw::GatewayConfig& cfg) {
                cfg.peers.size(), cfg.routes.size(),
                metrics ? metrics->address().c_str() : "nothing");
 
-    // Idle back-off (DPDK l3fwd-power): spin briefly after traffic, then
-    // sleep, never past the transport's next timer. With a local doorbell
-    // (Gateway::can_block) the sleep lasts until a frame, a datagram or the
-    // timer (at most kMaxBlock, for the publish, reload and stop checks);
-    // without one, in growing steps.
-    const rowan::Duration kMinSleep = Duration::from_us(5);
-    const rowan::Duration kMaxSleep = Duration::from_ms(1);
-    const rowan::Duration kMaxBlock = Duration::from_ms(10);
-    rowan::Duration sleep = kMinSleep;
-    uint32_t idle_polls = 0;
-    bool armed = false;  // the doorbell was emptied since the last traffic
+    // Idle back-off and wake-up coalescing: idle_policy.h.
+    gw::IdlePolicy idle(gateway.can_block(), cfg.local.wake_coalesce);
     if (gateway.can_block()) {
-      spdlog::info("idle: the loop sleeps until a local frame, a WAN datagram or a timer");
+      spdlog::info(
+          "idle: the loop sleeps until a local frame, a WAN datagram or a timer; under load it "
+          "wakes at most every {} us",
+          cfg.local.wake_coalesce.ns() / 1000);
     }
     TimePoint next_publish = clock.now();
     uint64_t loops = 0;
@@ -172,22 +167,25 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       g_heartbeat.store(++loops, std::memory_order_relaxed);
       const TimePoint now = clock.now();
       if (gateway.poll(now)) {
-        idle_polls = 0;
-        sleep = kMinSleep;
-        armed = false;
-      } else if (++idle_polls > 32 && gateway.can_block()) {
-        if (!armed) {
-          gateway.arm_wake();  // a frame before this is in the port's ring: poll once more
-          armed = true;
-        } else {
-          const rowan::Duration d = std::min(gateway.next_timeout() - now, kMaxBlock);
-          if (d.ns() > 0) gateway.idle_wait(d);
+        idle.on_work(now);
+      } else {
+        const gw::IdlePolicy::Decision next = idle.on_idle(now, gateway.next_timeout());
+        switch (next.action) {
+          case gw::IdlePolicy::Action::kPoll:
+            break;
+          case gw::IdlePolicy::Action::kArm:
+            gateway.arm_wake();  // a frame before this is in the port's ring: poll once more
+            break;
+          case gw::IdlePolicy::Action::kBlock:
+          case gw::IdlePolicy::Action::kSleep:
+            gateway.idle_wait(next.duration);
+            break;
+          case gw::IdlePolicy::Action::kNap: {
+            const timespec ts{0, static_cast<long>(next.duration.ns())};
+            nanosleep(&ts, nullptr);
+            break;
+          }
         }
-      } else if (idle_polls > 32) {
-        const rowan::Duration until = gateway.next_timeout() - now;
-        const rowan::Duration d = std::min(sleep, until);
-        if (d.ns() > 0) gateway.idle_wait(d);
-        sleep = std::min(sleep * 2, kMaxSleep);
       }
       if (now >= next_publish || gateway.publish_wanted()) {
         gateway.publish(now);

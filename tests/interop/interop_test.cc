@@ -16,6 +16,7 @@
 //   ROWAN_INTEROP_SCALE    multiplies the message counts (default 1; bench/interop uses more)
 //   ROWAN_INTEROP_WAN      two-site up arguments for the WAN (default "--rtt 20ms --loss 0.1%")
 //   ROWAN_INTEROP_RESULTS  file to append one JSON line per tool run to (bench/interop)
+//   ROWAN_INTEROP_PERFTEST_ARGS  more arguments for every perftest run of both sides (e.g. "-e")
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -490,7 +491,8 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     const int size = 65536;
     const bool cm = extra.find("-R") != std::string::npos;
     const std::string args = tool + " -d rxe0 " + (cm ? "" : "-x 1 ") + "-F -n " +
-                             std::to_string(n) + " -s " + std::to_string(size) + " " + extra;
+                             std::to_string(n) + " -s " + std::to_string(size) + " " + extra + " " +
+                             env_or("ROWAN_INTEROP_PERFTEST_ARGS", "");
     const GuestRun c = pair(tool + (extra.empty() ? "" : " " + extra), 'b', args,
                             args + " 198.18.2.10", cm, static_cast<uint64_t>(n) * size);
     // The result row: all iterations done (its bandwidth may read 0.00 under

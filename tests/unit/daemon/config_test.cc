@@ -161,6 +161,7 @@ TEST(ConfigDefaults, ExampleShowsTheRealDefaults) {
   EXPECT_EQ(ex.local.mtu, def.local.mtu);
   EXPECT_EQ(ex.local.rx_ring, def.local.rx_ring);
   EXPECT_EQ(ex.local.tx_ring, def.local.tx_ring);
+  EXPECT_EQ(ex.local.wake_coalesce, def.local.wake_coalesce);
   EXPECT_EQ(ex.wan.send_buffer_bdp, def.wan.send_buffer_bdp);
   EXPECT_EQ(ex.wan.recv_window_bdp, def.wan.recv_window_bdp);
   EXPECT_EQ(ex.wan.max_flows, def.wan.max_flows);
@@ -210,6 +211,7 @@ mac = "02:AB:cd:00:00:01"
 mtu = 9000
 rx_ring = 2048
 tx_ring = 512
+wake_coalesce = "250us"
 
 [wan]
 send_buffer_bdp = 1.5
@@ -349,6 +351,7 @@ address = "198.18.1.300"
 mtu = "big"
 rx_ring = 1000
 mac = "01:00:5e:00:00:01"
+wake_coalesce = "20ms"
 
 [wan]
 max_flows = -1
@@ -394,6 +397,7 @@ lcores = "all"
   EXPECT_TRUE(has_error(errors, where(text, "\"big\""), "local.mtu: expected an integer"));
   EXPECT_TRUE(has_error(errors, where(text, "1000"), "not a power of two"));
   EXPECT_TRUE(has_error(errors, where(text, "\"01:00"), "not a unicast MAC"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"20ms\""), "local.wake_coalesce: '20ms' is outside"));
   EXPECT_TRUE(has_error(errors, where(text, "-1"), "wan.max_flows: -1 is outside"));
   EXPECT_TRUE(has_error(errors, where(text, "true\n"), "wan.send_buffer_bdp: expected a number"));
   EXPECT_TRUE(has_error(errors, where(text, "\"w 0\""), "wan.link.name"));
