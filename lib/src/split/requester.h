@@ -61,12 +61,14 @@ struct RequesterConfig {
   /// The default is about the ACK timeout RoCE requesters run with (IBA
   /// local ACK timeout 14: 67 ms): never more eager than the requester.
   Duration go_back_after = Duration::from_ms(64);
-  uint32_t max_retries = 7;    ///< timeouts / repeated NAKs without progress
-  uint32_t max_inflight = 64;  ///< packets sent and not yet acknowledged (go-back-N bursts
-                               ///< too). 128 (rxe's own limit) pipelines a requester that
-                               ///< asks for an ACK once per 64-packet message, but failed
-                               ///< split_test's MTU test against the scapy responder; kept
-                               ///< at 64 until that is understood.
+  uint32_t max_retries = 7;     ///< timeouts / repeated NAKs without progress
+  uint32_t max_inflight = 128;  ///< packets sent and not yet acknowledged (go-back-N bursts
+                                ///< too): rxe's own window (RXE_MAX_UNACKED_PSNS), so the
+                                ///< responder sees what the original requester would send,
+                                ///< and asks for an ACK as rarely (every 64 packets and at a
+                                ///< message's end). At 64, gateway B waited on the
+                                ///< responder's ACK for half of a soft-RoCE run and made it
+                                ///< send 2-3 times as many ACKs.
 };
 
 enum class PushResult : uint8_t {
