@@ -23,6 +23,16 @@ IdlePolicy::Decision idle_until_action(IdlePolicy& p, TimePoint now, TimePoint t
   return {};
 }
 
+// A policy (1 ms coalescing) that armed and blocked at 0, then was woken for
+// traffic at `woken_us`.
+IdlePolicy woken_at(int64_t woken_us) {
+  IdlePolicy p(true, Duration::from_ms(1));
+  EXPECT_EQ(idle_until_action(p, at_us(0)).action, Action::kArm);
+  EXPECT_EQ(idle_until_action(p, at_us(0)).action, Action::kBlock);
+  p.on_work(at_us(woken_us));
+  return p;
+}
+
 TEST(IdlePolicyTest, SpinsThenArmsThenBlocksUntilTheTimerAtMostTenMs) {
   IdlePolicy p(true, Duration::from_ms(1));
   for (uint32_t i = 0; i < IdlePolicy::kSpinPolls; ++i) {
@@ -48,10 +58,7 @@ TEST(IdlePolicyTest, ALonePacketAfterAQuietSpellIsNotFollowedByANap) {
 }
 
 TEST(IdlePolicyTest, UnderLoadTheLoopNapsUntilOneCoalescePeriodAfterTheWakeUp) {
-  IdlePolicy p(true, Duration::from_ms(1));
-  idle_until_action(p, at_us(0));
-  ASSERT_EQ(idle_until_action(p, at_us(0)).action, Action::kBlock);
-  p.on_work(at_us(300));  // woken 300 us into the block: frames are frequent
+  IdlePolicy p = woken_at(300);  // 300 us into the block: frames are frequent
   IdlePolicy::Decision d = idle_until_action(p, at_us(320));
   EXPECT_EQ(d.action, Action::kNap);
   EXPECT_EQ(d.duration, Duration::from_us(980));  // until 1 ms after the wake-up
@@ -66,10 +73,7 @@ TEST(IdlePolicyTest, UnderLoadTheLoopNapsUntilOneCoalescePeriodAfterTheWakeUp) {
 }
 
 TEST(IdlePolicyTest, ANapNeverOutlastsTheNextTimer) {
-  IdlePolicy p(true, Duration::from_ms(1));
-  idle_until_action(p, at_us(0));
-  ASSERT_EQ(idle_until_action(p, at_us(0)).action, Action::kBlock);
-  p.on_work(at_us(100));
+  IdlePolicy p = woken_at(100);
   const IdlePolicy::Decision d = idle_until_action(p, at_us(110), at_us(400));
   EXPECT_EQ(d.action, Action::kNap);
   EXPECT_EQ(d.duration, Duration::from_us(290));
