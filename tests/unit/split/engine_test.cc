@@ -303,11 +303,11 @@ TEST_F(EngineTest, PairsThenAcksLocallyAndReoriginates) {
 TEST_F(EngineTest, GatewayBAsksForAcksWithinItsWindow) {
   pair();
   ASSERT_TRUE(a_sends(request(op::kRcWriteFirst, kPsn + 1, false)));
-  for (uint32_t i = 2; i < 100; ++i)
+  for (uint32_t i = 2; i < 200; ++i)
     ASSERT_TRUE(a_sends(request(op::kRcWriteMiddle, kPsn + i, false)));
-  ASSERT_TRUE(a_sends(request(op::kRcWriteLast, kPsn + 100, true)));
+  ASSERT_TRUE(a_sends(request(op::kRcWriteLast, kPsn + 200, true)));
   carry_a_to_b();
-  ASSERT_EQ(ib_.local.size(), 64U);  // gateway B's window
+  ASSERT_EQ(ib_.local.size(), 128U);  // gateway B's window (rxe's own)
   std::vector<uint32_t> asked;
   for (size_t i = 0; i < ib_.local.size(); ++i) {
     const roce::RocePacket q = parse(ib_.local[i]);
@@ -315,14 +315,14 @@ TEST_F(EngineTest, GatewayBAsksForAcksWithinItsWindow) {
     EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, static_cast<int32_t>(i) + 1));
     if (q.bth.ack_req) asked.push_back(static_cast<uint32_t>(i));
   }
-  EXPECT_EQ(asked, (std::vector<uint32_t>{31, 63}));
+  EXPECT_EQ(asked, (std::vector<uint32_t>{63, 127}));
   // Host B answers the second request for an ACK: the window moves on.
   ib_.local.clear();
-  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 32, 6)));  // covers the base: relayed once
-  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 64, 6)));
-  ASSERT_EQ(ib_.local.size(), 36U);  // the rest of the message, its last asks by itself
-  EXPECT_TRUE(parse(ib_.local[31]).bth.ack_req);  // a half window since the last ask
-  EXPECT_TRUE(parse(ib_.local[35]).bth.ack_req);  // the requester's own AckReq
+  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 64, 6)));  // covers the base: relayed once
+  EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 128, 6)));
+  ASSERT_EQ(ib_.local.size(), 72U);  // the rest of the message, its last asks by itself
+  EXPECT_TRUE(parse(ib_.local[63]).bth.ack_req);  // a half window since the last ask
+  EXPECT_TRUE(parse(ib_.local[71]).bth.ack_req);  // the requester's own AckReq
   EXPECT_EQ(gb_.stats().acks_requested, 3U);
 }
 
