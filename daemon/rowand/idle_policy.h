@@ -1,7 +1,7 @@
 // When rowand's packet loop sleeps, and for how long (DPDK l3fwd-power's
 // idea, with NIC-style interrupt moderation on top).
 //
-// After traffic the loop spins `spin_polls` empty polls, then sleeps. With a
+// After traffic the loop spins kSpinPolls empty polls, then sleeps. With a
 // doorbell (Gateway::can_block: a local frame or a WAN datagram ends the
 // sleep) it first empties the doorbell and polls once more, then blocks until
 // a frame, a datagram or its next timer. Without one it sleeps in growing
@@ -99,8 +99,6 @@ class IdlePolicy {
     begin_sleep(now, Slept::kBlock);
     return {Action::kSleep, d};
   }
-
-  Duration coalesce() const noexcept { return coalesce_; }
 
  private:
   enum class Slept : uint8_t { kNo, kBlock, kNap };
