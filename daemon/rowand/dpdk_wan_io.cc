@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "codec/bytes.h"
+#include "io/af_packet_ring.h"
 
 namespace rowan::gw {
 
@@ -77,12 +78,20 @@ const DpdkWanOptions& checked(const DpdkWanOptions& o) {
   return o;
 }
 
+// The link's frames, and a net_af_packet vdev's ring slots for them (main.cc
+// gives the EAL the same geometry).
+uint32_t mbuf_size(const DpdkWanOptions& o) {
+  const uint32_t frame = o.mtu + 14 + 4;  // Ethernet header, a VLAN tag
+  uint32_t room = std::max(frame, kMinMbuf);
+  (void)io::af_packet_device(o.device, frame, &room);
+  return room;
+}
+
 }  // namespace
 
 DpdkWanIo::DpdkWanIo(const DpdkWanOptions& opts)
     : opts_(checked(opts)),
-      port_(opts.device, opts.rx_ring, opts.tx_ring, std::max(opts.mtu + kEthLen + 4, kMinMbuf),
-            opts.nb_mbufs),
+      port_(opts.device, opts.rx_ring, opts.tx_ring, mbuf_size(opts), opts.nb_mbufs),
       mac_(port_.mac()),
       own_(v4(opts.address)),
       peer_(v4(opts.peer)),

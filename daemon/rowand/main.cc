@@ -34,6 +34,7 @@
 #include "dpdk_port.h"
 #include "gateway.h"
 #include "idle_policy.h"
+#include "io/af_packet_ring.h"
 #include "metrics.h"
 #include "telemetry.h"
 
@@ -117,16 +118,21 @@ int run(const rowan::gw::GatewayConfig& cfg) {
   gw::ControlPlaneMetrics control_metrics(gw::unix_now());
   sd_notify(0, "STATUS=starting the DPDK EAL");
   // One EAL for the local port and every dpdk WAN link (dpdk_wan_io.h).
-  std::vector<std::string> devices{cfg.local.device};
+  // A net_af_packet vdev gets ring slots that hold the largest frame
+  // (io/af_packet_ring.h); its mbufs, the data room those slots need.
+  const uint32_t frame = cfg.local.mtu + 14 + 4;
+  uint32_t local_mbuf = frame;
+  std::vector<std::string> devices{io::af_packet_device(cfg.local.device, frame, &local_mbuf)};
   for (const auto& link : cfg.wan.links) {
-    if (link.backend == gw::WanBackend::kDpdk) devices.push_back(link.device);
+    if (link.backend == gw::WanBackend::kDpdk) {
+      devices.push_back(io::af_packet_device(link.device, link.mtu + 14 + 4, nullptr));
+    }
   }
   gw::init_eal(cfg.eal, devices);
   int rc = 0;
   {
-    const uint32_t frame = cfg.local.mtu + 14 + 4;
     sd_notify(0, "STATUS=opening ports and WAN links");
-    gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, frame, 8191);
+    gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, 8191);
     MonotonicClock clock;
     gw::Gateway gateway(cfg, local, clock);
     Handler handler(gateway);

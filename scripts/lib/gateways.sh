@@ -34,11 +34,12 @@ find_rowanctl() {
   echo "$bin"
 }
 
-# gateways_start RATE RTT CC [WAN_BACKEND]: configures both gateway namespaces
-# for rowand and starts one daemon in each; waits until both answer on their
-# control sockets. WAN_BACKEND: udp (default) or dpdk.
+# gateways_start RATE RTT CC [WAN_BACKEND] [SITE_MTU]: configures both gateway
+# namespaces for rowand and starts one daemon in each; waits until both answer
+# on their control sockets. WAN_BACKEND: udp (default) or dpdk. SITE_MTU: the
+# hosts' IP MTU (rowand's [local] mtu, 4200 by default, covers up to 4200).
 gateways_start() {
-  local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp}
+  local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp} site_mtu=${5:-1500}
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
@@ -63,11 +64,14 @@ gateways_start() {
       secure_args=(-e "s|^public_key = .*|public_key = \"${pub[${peer_of[$site]}]}\"|")
     fi
     backend_args=()
+    if ((site_mtu > 4200)); then
+      backend_args+=(-e "s|^\[local\]|[local]\nmtu = $site_mtu|")
+    fi
     if [[ $wan_backend == dpdk ]]; then
       # rowand answers ARP for wan0's address; the kernel must not (nor send
       # ICMP port-unreachable for the link's datagrams).
       in_ns "$ns" ip addr flush dev wan0
-      backend_args=(-e 's|^backend = "udp"|backend = "dpdk"\ndevice = "net_af_packet1,iface=wan0"|'
+      backend_args+=(-e 's|^backend = "udp"|backend = "dpdk"\ndevice = "net_af_packet1,iface=wan0"|'
         -e 's|^no_huge = true.*|&\nmemory_mb = 256|')
     fi
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \

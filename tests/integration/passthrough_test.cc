@@ -114,6 +114,30 @@ TEST_F(PassthroughTest, WanLossIsInvisibleToTheHosts) {
       << "2% WAN loss but the gateway repaired nothing";
 }
 
+// A jumbo-frame site (RoCE fabrics run 4096-byte path MTUs) behind a
+// 1500-byte WAN: the gateways take whole 4 KiB frames on their af_packet ports
+// (ring slots sized for [local] mtu; the PMD's default 2048-byte slots
+// truncate them) and carry each across the WAN as data.
+TEST_F(PassthroughTest, JumboSiteFramesCrossA1500ByteWanWhole) {
+  up("--rate 100mbit --rtt 10ms --loss 1% --cc bbr --mtu 4200");
+  EXPECT_NE(exec('a', "ip link show eth0").out.find("mtu 4200"), std::string::npos);
+  // 4128-byte IP packets, Don't Fragment: nothing on the way may split them.
+  const ShellResult ping = exec('a', "ping -M do -s 4100 -c 5 -i 0.2 -q 198.18.2.10");
+  ASSERT_EQ(ping.status, 0) << ping.out;
+  EXPECT_NE(ping.out.find(" 0% packet loss"), std::string::npos) << ping.out;
+  const json j = iperf("-u -b 8M -l 4000 -t 3");
+  ASSERT_TRUE(j.contains("end"));
+  const json& sum = j["end"]["sum"];
+  EXPECT_GT(sum["packets"].get<uint64_t>(), 500u);
+  EXPECT_EQ(sum["lost_packets"].get<uint64_t>(), 0u) << "jumbo datagrams lost or cut";
+  for (const char site : {'a', 'b'}) {
+    EXPECT_EQ(drops(site, "oversize"), 0u) << site;
+    EXPECT_EQ(drops(site, "malformed_ip"), 0u) << site;
+  }
+  EXPECT_GT(ctl('a', "peers")[0]["retransmitted_packets"].get<uint64_t>(), 0u)
+      << "1% WAN loss, yet nothing was repaired";
+}
+
 TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
   const std::string mac = gw_mac();

@@ -195,6 +195,18 @@ TEST_F(TwoSiteTest, PingRttMatchesTheSettingAndFollowsRuntimeChanges) {
   EXPECT_GE(st["wanem"]["stats"]["a2b"]["forwarded_frames"].get<uint64_t>(), 30U);
 }
 
+// --mtu 4200 in direct mode: the hosts' jumbo packets cross the emulator as
+// they are (its ring slots and mbufs hold whole 4 KiB frames).
+TEST_F(TwoSiteTest, JumboFramesCrossTheEmulatorWhole) {
+  up("--rate 100mbit --rtt 2ms --mode direct --hosts netns --mtu 4200");
+  const Result r = exec('a', "ping -n -M do -s 4100 -c 5 -i 0.1 198.18.2.10");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(" 0% packet loss"), std::string::npos) << r.out;
+  const json st = wanem("stats");
+  EXPECT_GE(st["stats"]["a2b"]["forwarded_bytes"].get<uint64_t>(), 5U * 4142);
+  EXPECT_EQ(st["stats"]["a2b"]["dropped"]["total"].get<uint64_t>(), 0U);
+}
+
 TEST_F(TwoSiteTest, UdpThroughputMatchesTheRate) {
   constexpr double kRate = 100e6;
   constexpr int kPayload = 1400;

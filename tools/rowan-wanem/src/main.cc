@@ -46,6 +46,7 @@
 #include "control_server.h"
 #include "ctl.h"
 #include "emulator.h"
+#include "io/af_packet_ring.h"
 #include "io/doorbell.h"
 #include "parse.h"
 
@@ -74,6 +75,7 @@ struct Options {
   std::string flap_dir = "both";
   uint32_t mbufs = 65536;
   uint32_t framecnt = 4096;
+  uint32_t mtu = 1500;  ///< largest IP packet on the links (jumbo: ring slots and mbufs grow)
   std::string spin_margin = "10us";
   std::string early = "0us";
   std::string idle_spin = "5us";
@@ -181,13 +183,21 @@ int run(const Options& opt) {
 
   std::string spec_a = opt.vdev_a;
   std::string spec_b = opt.vdev_b;
+  // Frames up to the MTU plus an Ethernet header and a VLAN tag, in one mbuf
+  // and one ring slot each (io/af_packet_ring.h).
+  const uint32_t max_frame = opt.mtu + 18;
+  uint32_t data_room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, max_frame);
   if (!opt.iface_a.empty()) {
-    spec_a = "net_af_packet_a,iface=" + opt.iface_a +
-             ",qdisc_bypass=1,framecnt=" + std::to_string(opt.framecnt);
+    spec_a =
+        rowan::io::af_packet_device("net_af_packet_a,iface=" + opt.iface_a +
+                                        ",qdisc_bypass=1,framecnt=" + std::to_string(opt.framecnt),
+                                    max_frame, &data_room);
   }
   if (!opt.iface_b.empty()) {
-    spec_b = "net_af_packet_b,iface=" + opt.iface_b +
-             ",qdisc_bypass=1,framecnt=" + std::to_string(opt.framecnt);
+    spec_b =
+        rowan::io::af_packet_device("net_af_packet_b,iface=" + opt.iface_b +
+                                        ",qdisc_bypass=1,framecnt=" + std::to_string(opt.framecnt),
+                                    max_frame, &data_room);
   }
   if (spec_a.empty() || spec_b.empty()) {
     std::fprintf(stderr, "rowan-wanem: give --iface-a/--vdev-a and --iface-b/--vdev-b\n");
@@ -210,9 +220,9 @@ int run(const Options& opt) {
   eal.push_back(opt.file_prefix.empty() ? "rowan-wanem-" + std::to_string(getpid())
                                         : opt.file_prefix);
   const uint32_t mem =
-      opt.mem_mb > 0
-          ? opt.mem_mb
-          : static_cast<uint32_t>(static_cast<uint64_t>(opt.mbufs) * 3000 / 1000000 + 128);
+      opt.mem_mb > 0 ? opt.mem_mb
+                     : static_cast<uint32_t>(
+                           static_cast<uint64_t>(opt.mbufs) * (data_room + 1000) / 1000000 + 128);
   if (opt.huge_dir.empty()) {
     eal.insert(eal.end(), {"--no-huge", "-m", std::to_string(mem)});
   } else {
@@ -245,9 +255,9 @@ int run(const Options& opt) {
 
   int status = 0;
   {
-    rte_mempool* pool =
-        rte_pktmbuf_pool_create("wanem_pool", opt.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                static_cast<int>(rte_socket_id()));
+    rte_mempool* pool = rte_pktmbuf_pool_create(
+        "wanem_pool", opt.mbufs, 256, 0, static_cast<uint16_t>(data_room + RTE_PKTMBUF_HEADROOM),
+        static_cast<int>(rte_socket_id()));
     if (pool == nullptr) {
       std::fprintf(stderr, "rowan-wanem: mbuf pool of %u: %s (raise --mem-mb)\n", opt.mbufs,
                    rte_strerror(rte_errno));
@@ -529,6 +539,10 @@ int main(int argc, char** argv) {
   app.add_option("--mbufs", opt.mbufs, "mbufs in the pool (frames in flight)")
       ->capture_default_str();
   app.add_option("--framecnt", opt.framecnt, "af_packet ring frames per queue")
+      ->capture_default_str();
+  app.add_option("--mtu", opt.mtu,
+                 "largest IP packet on the links (bytes; jumbo frames above 1500)")
+      ->check(CLI::Range(576U, 9600U))
       ->capture_default_str();
   app.add_option("--spin-margin", opt.spin_margin, "wake this long before a release and spin")
       ->capture_default_str();
