@@ -152,8 +152,8 @@ int run(const rowan::gw::GatewayConfig& cfg) {
           "datagrams; anyone on the path can read, alter and inject traffic");
     }
     spdlog::info("rowand up: local {} ({}), {} peer(s), {} route(s), control {}, metrics {}",
-                 cfg.local.device, local.name(), cfg.peers.size(), cfg.routes.size(),
-                 control.path(), metrics ? metrics->address() : "off");
+                 devices.front(), local.name(), cfg.peers.size(), cfg.routes.size(), control.path(),
+                 metrics ? metrics->address() : "off");
     const Watchdog watchdog;
     sd_notifyf(0, "READY=1\nSTATUS=forwarding: %zu peer(s), %zu route(s), metrics on %s",
                cfg.peers.size(), cfg.routes.size(),

@@ -9,9 +9,9 @@ namespace {
 constexpr uint32_t kPage = 4096;
 // The PMD's default slot (framesz=2048).
 constexpr uint32_t kDefaultFrameSz = 2048;
-// Where the kernel puts a frame in its slot: the TPACKET_V2 header (32 bytes)
-// and the sockaddr_ll after it, aligned, plus the 16-byte reserve it keeps
-// before the MAC header; 80 bytes covers it with room to spare.
+// Where the kernel puts a frame in a TPACKET_V2 slot: its Ethernet header
+// starts 66 bytes in (the 32-byte header and the 20-byte sockaddr_ll, rounded
+// up to 16 with 16 bytes for the MAC header, less its 14); 80 leaves a margin.
 constexpr uint32_t kSlotOverhead = 80;
 // The PMD checks framesz - (TPACKET2_HDRLEN - sizeof(sockaddr_ll)) against the
 // mbuf data room.
