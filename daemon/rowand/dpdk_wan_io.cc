@@ -81,7 +81,7 @@ const DpdkWanOptions& checked(const DpdkWanOptions& o) {
 // The link's frames, and a net_af_packet vdev's ring slots for them (main.cc
 // gives the EAL the same geometry).
 uint32_t mbuf_size(const DpdkWanOptions& o) {
-  const uint32_t frame = o.mtu + 14 + 4;  // Ethernet header, a VLAN tag
+  const uint32_t frame = io::ethernet_frame(o.mtu);
   uint32_t room = std::max(frame, kMinMbuf);
   (void)io::af_packet_device(o.device, frame, &room);
   return room;

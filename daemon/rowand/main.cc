@@ -120,12 +120,12 @@ int run(const rowan::gw::GatewayConfig& cfg) {
   // One EAL for the local port and every dpdk WAN link (dpdk_wan_io.h).
   // A net_af_packet vdev gets ring slots that hold the largest frame
   // (io/af_packet_ring.h); its mbufs, the data room those slots need.
-  const uint32_t frame = cfg.local.mtu + 14 + 4;
+  const uint32_t frame = io::ethernet_frame(cfg.local.mtu);
   uint32_t local_mbuf = frame;
   std::vector<std::string> devices{io::af_packet_device(cfg.local.device, frame, &local_mbuf)};
   for (const auto& link : cfg.wan.links) {
     if (link.backend == gw::WanBackend::kDpdk) {
-      devices.push_back(io::af_packet_device(link.device, link.mtu + 14 + 4, nullptr));
+      devices.push_back(io::af_packet_device(link.device, io::ethernet_frame(link.mtu), nullptr));
     }
   }
   gw::init_eal(cfg.eal, devices);

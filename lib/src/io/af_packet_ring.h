@@ -17,6 +17,9 @@
 
 namespace rowan::io {
 
+/// The largest Ethernet frame an IP MTU gives: the header and one VLAN tag.
+constexpr uint32_t ethernet_frame(uint32_t ip_mtu) noexcept { return ip_mtu + 14 + 4; }
+
 struct AfPacketRing {
   uint32_t framesz = 0;    ///< slot size: frame, TPACKET_V2 header and alignment
   uint32_t blocksz = 0;    ///< whole pages, a whole number of slots

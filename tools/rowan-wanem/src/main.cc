@@ -183,9 +183,8 @@ int run(const Options& opt) {
 
   std::string spec_a = opt.vdev_a;
   std::string spec_b = opt.vdev_b;
-  // Frames up to the MTU plus an Ethernet header and a VLAN tag, in one mbuf
-  // and one ring slot each (io/af_packet_ring.h).
-  const uint32_t max_frame = opt.mtu + 18;
+  // Whole frames in one mbuf and one ring slot each (io/af_packet_ring.h).
+  const uint32_t max_frame = rowan::io::ethernet_frame(opt.mtu);
   uint32_t data_room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, max_frame);
   if (!opt.iface_a.empty()) {
     spec_a =
