@@ -22,17 +22,6 @@ constexpr uint32_t kCtrlDrainLen = 8;
 constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
 constexpr uint32_t kDefaultPmtu = 1024;
 constexpr uint32_t kEgressSlots = 1024;
-// While a flow is tracked (passthrough, not yet paired), gateway A sets
-// AckReq on its first data requests, so that the remote host acknowledges
-// each one at once instead of every 64 packets or at a message's end: the
-// first ACK pairs the flow one round trip after its first packet, and the ACK
-// of the last passthrough packet follows right behind, so the ingress can
-// acknowledge locally without waiting another round trip (split_engine.h).
-// Bounded, for a flow that never pairs; one in kPairingMarkEvery of them is a
-// pairing mark, so the tracker's ring spans a requester window of
-// kPairingMarkEvery x PairingTracker::kMarks packets.
-constexpr uint32_t kPairingAckReqs = 1024;
-constexpr uint32_t kPairingMarkEvery = 16;
 // Gateway B's first retransmission timeout, before a round trip to the
 // responder host was measured: a soft-RoCE guest took ~30 ms for a first
 // 64-packet message, and a 4 ms first timeout resent that window (the
@@ -196,23 +185,10 @@ void SplitEngine::learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept 
   if (sf.requester) sf.requester->set_pmtu(n);
 }
 
-// Sets a request's AckReq bit in place and fixes its ICRC (over IPv4 it also
-// clears the optional UDP checksum, as rxe sends it). False, with the packet
-// unchanged, for an IPv6 packet that carries a UDP checksum.
-bool SplitEngine::ask_for_ack(uint8_t* ip, const roce::RocePacket& p) noexcept {
-  if (p.data != ip) return false;
-  if (p.src.version == 6 && (ip[p.l4_off + 6] | ip[p.l4_off + 7]) != 0) return false;
-  ip[p.bth_off + 8] |= 0x80;  // BTH A bit
-  if (p.src.version == 4) ip[p.l4_off + 6] = ip[p.l4_off + 7] = 0;
-  const uint32_t icrc = roce::compute_icrc(p);
-  for (uint32_t i = 0; i < 4; ++i) ip[p.icrc_off + i] = static_cast<uint8_t>(icrc >> (8 * i));
-  return true;
-}
-
 // ---------------------------------------------------------------------------
 // Local RX
 
-bool SplitEngine::on_local(Flow& flow, bool split_route, uint8_t* ip, uint32_t len,
+bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint32_t len,
                            TimePoint now) noexcept {
   if (used_ == 0 && !split_route) return false;
   roce::RocePacket p;
@@ -247,16 +223,9 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, uint8_t* ip, uint32_t l
       start_split(*sf, flow, now);
       if (sf->role == Role::kIngress) return ingress_request(*sf, flow, p, ip, len, now);
     }
-    bool mark = p.bth.ack_req;
-    if (!p.bth.ack_req && sf->asked < kPairingAckReqs &&
-        split::request_kind(p.bth.opcode) == split::ReqKind::kData && ask_for_ack(ip, p)) {
-      mark = sf->asked % kPairingMarkEvery == 0;
-      ++sf->asked;
-      ++stats_.pairing_acks_requested;
-    }
-    sf->pairing.on_forwarded(p.bth.opcode, p.bth.psn, mark, p.reth.dma_len,
+    sf->pairing.on_forwarded(p.bth.opcode, p.bth.psn, p.bth.ack_req, p.reth.dma_len,
                              sf->pmtu != 0 ? sf->pmtu : kDefaultPmtu);
-    return false;  // carried in passthrough (with AckReq now set where asked)
+    return false;
   }
   // A local responder answering a remote requester.
   SplitFlow* sf = find(key_of(p), true);
@@ -623,17 +592,22 @@ void SplitEngine::send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool 
     io_.send_local(pkt.data(), len, now);
     return;
   }
-  if (len > big_.size()) {
+  // IPv6 UDP checksums cover the BTH; rxe sends them as zero over IPv4 only.
+  const bool v6_csum = p.src.version == 6 && (p.data[p.l4_off + 6] | p.data[p.l4_off + 7]) != 0;
+  if (len > big_.size() || v6_csum) {
     io_.send_local(pkt.data(), len, now);
     return;
   }
   std::memcpy(big_.data(), pkt.data(), len);
+  big_[p.bth_off + 8] |= 0x80;                                          // BTH A bit
+  if (p.src.version == 4) big_[p.l4_off + 6] = big_[p.l4_off + 7] = 0;  // no UDP checksum
   roce::RocePacket q;
-  if (roce::parse_ip({big_.data(), len}, q) != roce::ParseError::kOk ||
-      !ask_for_ack(big_.data(), q)) {
+  if (roce::parse_ip({big_.data(), len}, q) != roce::ParseError::kOk) {
     io_.send_local(pkt.data(), len, now);
     return;
   }
+  const uint32_t icrc = roce::compute_icrc(q);
+  for (uint32_t i = 0; i < 4; ++i) big_[q.icrc_off + i] = static_cast<uint8_t>(icrc >> (8 * i));
   io_.send_local(big_.data(), len, now);
   sf.unasked = 0;
   ++stats_.acks_requested;
@@ -1017,7 +991,6 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"retransmitted", s.retransmitted},
            {"egress_timeouts", s.egress_timeouts},
            {"acks_requested", s.acks_requested},
-           {"pairing_acks_requested", s.pairing_acks_requested},
            {"acks_consumed", s.acks_consumed},
            {"fatal", s.fatal},
            {"fatal_relayed", s.fatal_relayed},

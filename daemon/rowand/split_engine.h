@@ -105,8 +105,6 @@ struct SplitStats {
   uint64_t retransmitted = 0;    ///< ... of which were sent before (NAK, timeout: probe or go back)
   uint64_t egress_timeouts = 0;  ///< gateway B's retransmission timer fired
   uint64_t acks_consumed = 0;
-  /// Tracked (not yet paired) requests gateway A set AckReq on, to pair sooner.
-  uint64_t pairing_acks_requested = 0;
   uint64_t fatal = 0;          ///< fatal NAKs / exhausted retries reported
   uint64_t fatal_relayed = 0;  ///< ... of which gateway A passed to a waiting requester at once
   uint64_t stalls = 0;         ///< a stream waited for the requester's window
@@ -139,10 +137,9 @@ class SplitEngine {
 
   /// A RoCEv2 packet from a site host, classified into `flow` (local RX).
   /// `split_route`: its route has mode "split". Returns true when the engine
-  /// consumed it (the caller frees the mbuf); false: carry it in passthrough
-  /// (a tracked flow's request may come back with AckReq set: the engine
-  /// asks the remote host to acknowledge it, to pair the flow sooner).
-  bool on_local(Flow& flow, bool split_route, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  /// consumed it (the caller frees the mbuf); false: carry it in passthrough.
+  bool on_local(Flow& flow, bool split_route, const uint8_t* ip, uint32_t len,
+                TimePoint now) noexcept;
 
   /// A record read from `peer`'s `stream`, before delivery to a site host.
   /// Returns true when the engine consumed it.
@@ -187,7 +184,6 @@ class SplitEngine {
     bool stalled = false;
     bool cm = false;       ///< paired from RDMA CM
     uint32_t unasked = 0;  ///< egress: packets sent since the last one with AckReq
-    uint32_t asked = 0;    ///< tracking: requests forwarded with an AckReq set here
     TimePoint last_active;
   };
 
@@ -196,7 +192,6 @@ class SplitEngine {
   void index(uint32_t slot) noexcept;
   void rebuild_index() noexcept;
   static FlowKey rev_key(const SplitFlow& sf);
-  static bool ask_for_ack(uint8_t* ip, const roce::RocePacket& p) noexcept;
 
   bool ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePacket& p, const uint8_t* ip,
                        uint32_t len, TimePoint now) noexcept;

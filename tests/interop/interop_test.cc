@@ -437,9 +437,9 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     // same measure for every tool.
     if (c.elapsed_s > 0) rec["mb_per_s"] = static_cast<double>(bytes) / 1e6 / c.elapsed_s;
     if (split) {
-      for (const char* key : {"flows_paired", "flows_egress", "acks_sent", "naks_sent", "cnps_sent",
-                              "acks_consumed", "reoriginated", "retransmitted", "egress_timeouts",
-                              "fatal", "pairing_acks_requested"}) {
+      for (const char* key :
+           {"flows_paired", "flows_egress", "acks_sent", "naks_sent", "cnps_sent", "acks_consumed",
+            "reoriginated", "retransmitted", "egress_timeouts", "fatal"}) {
         rec["split_" + std::string(key)] = split_[key];
       }
     }

@@ -23,13 +23,6 @@ void PairingTracker::on_forwarded(uint8_t opcode, uint32_t psn, bool ack_req, ui
 }
 
 bool PairingTracker::on_ack(uint32_t psn, uint32_t msn) noexcept {
-  if (matched_) {
-    // ACKs are cumulative: any later one within what was forwarded moves
-    // the acknowledged point on (quiescent() needs no mark for it).
-    if (!psn_lt(psn, next_psn_)) return false;
-    if (psn_lt(acked_through_, psn)) acked_through_ = psn;
-    return true;
-  }
   for (uint32_t i = 0; i < nmarks_; ++i) {
     const Mark& m = marks_[(head_ + kMarks - 1 - i) % kMarks];
     if (m.psn != psn) continue;

@@ -27,8 +27,7 @@ class PairingTracker {
                     uint32_t pmtu) noexcept;
   /// A plain ACK (syndrome class ACK) from the remote host for this IP pair,
   /// relayed to the requester. Returns whether its PSN matched a forwarded
-  /// request (then matched() holds and next_msn() is valid). Once matched,
-  /// any ACK of a forwarded PSN counts (ACKs are cumulative), mark or not.
+  /// request (then matched() holds and next_msn() is valid).
   bool on_ack(uint32_t psn, uint32_t msn) noexcept;
   /// Paired before any data (RDMA CM REQ/REP, cm.h): the requester sends
   /// from `next_psn` and the remote host has completed `msn` messages.

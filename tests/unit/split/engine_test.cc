@@ -6,8 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "tools/fake_clock.h"
@@ -126,13 +124,8 @@ class EngineTest : public ::testing::Test {
     return buf;
   }
   // Host A sends: gateway A sees it; in passthrough the test carries it to B.
-  // What gateway A let through last (it may set a tracked request's AckReq)
-  // is in passed_.
-  bool a_sends(Bytes pkt) {
-    const bool consumed =
-        ga_.on_local(fwd_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now());
-    passed_ = std::move(pkt);
-    return consumed;
+  bool a_sends(const Bytes& pkt) {
+    return ga_.on_local(fwd_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now());
   }
   // Records gateway A carried reach gateway B (and, when B lets them pass, host B).
   void carry_a_to_b() {
@@ -145,7 +138,7 @@ class EngineTest : public ::testing::Test {
     ia_.wan.clear();
   }
   // Host B answers: true when gateway B consumed it, else it goes to gateway A.
-  bool b_sends(Bytes pkt) {
+  bool b_sends(const Bytes& pkt) {
     if (gb_.on_local(rev_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now())) {
       return true;
     }
@@ -207,7 +200,7 @@ class EngineTest : public ::testing::Test {
   /// Host A's MAD through gateway A (local) and gateway B (WAN, delivered
   /// to host B unless gateway B replaced it), with what gateway A carried
   /// ahead of it.
-  void cm_a_to_b(Bytes b, bool split_route = true) {
+  void cm_a_to_b(const Bytes& b, bool split_route = true) {
     EXPECT_FALSE(ga_.on_local(cm_flow_, split_route, b.data(), static_cast<uint32_t>(b.size()),
                               clock_.now()));
     for (const Bytes& r : ia_.wan) {
@@ -221,7 +214,7 @@ class EngineTest : public ::testing::Test {
       ib_.local.pop_back();
     }
   }
-  void cm_b_to_a(Bytes b, bool split_route = true) {
+  void cm_b_to_a(const Bytes& b, bool split_route = true) {
     EXPECT_FALSE(gb_.on_local(cm_flow_, split_route, b.data(), static_cast<uint32_t>(b.size()),
                               clock_.now()));
     for (const Bytes& r : ib_.wan) {
@@ -269,7 +262,6 @@ class EngineTest : public ::testing::Test {
   SplitEngine gb_{ib_, 1500};
   Flow fwd_, rev_, cm_flow_;
   std::vector<Bytes> mads_at_b_;
-  Bytes passed_;
 };
 
 TEST_F(EngineTest, PairsThenAcksLocallyAndReoriginates) {
@@ -302,80 +294,6 @@ TEST_F(EngineTest, PairsThenAcksLocallyAndReoriginates) {
   carry_a_to_b();
   EXPECT_TRUE(b_sends(aeth(0x1F, kPsn + 2, 7)));
   EXPECT_EQ(gb_.stats().acks_consumed, 1U);
-  EXPECT_EQ(ga_.stats().flows_paired, 1U);
-}
-
-// Before pairing, gateway A asks the remote host to acknowledge each data
-// request it forwards: the ACK of the first pairs the flow, the ACK of the
-// last confirms everything sent in passthrough, and the next request is
-// acknowledged locally at once (not a round trip later, when the remote host
-// would have acknowledged by itself: every 64 packets or at a message's end).
-TEST_F(EngineTest, TrackedRequestsAskForAcksSoPairingTakesOneRoundTrip) {
-  const Bytes first = request(op::kRcWriteFirst, kPsn, false);
-  ASSERT_FALSE(a_sends(first));
-  roce::RocePacket q = parse(passed_);  // the ICRC was fixed too
-  EXPECT_TRUE(q.bth.ack_req);
-  EXPECT_EQ(q.bth.psn, kPsn);
-  EXPECT_EQ(q.udp_sport, parse(first).udp_sport);
-  // Only the A bit (and the ICRC after it) changed; the payload is intact.
-  ASSERT_EQ(passed_.size(), first.size());
-  size_t differ = 0;
-  for (size_t i = 0; i < first.size(); ++i) differ += passed_[i] != first[i];
-  EXPECT_LE(differ, 5U);
-  EXPECT_TRUE(std::equal(first.begin() + q.payload_off, first.begin() + q.icrc_off,
-                         passed_.begin() + q.payload_off));
-  for (uint32_t i = 1; i <= 40; ++i) {
-    if (i == 20) {
-      // A request that asks by itself is passed on as it was.
-      const Bytes own = request(op::kRcWriteMiddle, kPsn + i, true);
-      ASSERT_FALSE(a_sends(own));
-      EXPECT_EQ(passed_, own);
-      continue;
-    }
-    ASSERT_FALSE(a_sends(request(op::kRcWriteMiddle, kPsn + i, false)));
-    EXPECT_TRUE(parse(passed_).bth.ack_req) << i;
-  }
-  EXPECT_EQ(ga_.stats().pairing_acks_requested, 40U);
-  // Host B acknowledges the first packet: that pairs the flow. Then the last
-  // (cumulative: it covers everything sent in passthrough).
-  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn, 0)));
-  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 40, 0)));
-  carry_b_to_a();
-  EXPECT_EQ(ia_.local.size(), 2U);  // both reach the requester
-  ia_.local.clear();
-  ASSERT_TRUE(a_sends(request(op::kRcWriteLast, kPsn + 41, true)));
-  EXPECT_EQ(ga_.stats().flows_paired, 1U);
-  ASSERT_EQ(ia_.local.size(), 1U);  // acknowledged here, at once
-  const roce::RocePacket ack = parse(ia_.local[0]);
-  EXPECT_EQ(ack.bth.opcode, op::kRcAck);
-  EXPECT_EQ(ack.bth.psn, roce::psn_add(kPsn, 41));
-  EXPECT_EQ(ack.aeth.msn, 1U);
-  // Paired: gateway A no longer rewrites what it forwards.
-  EXPECT_EQ(ga_.stats().pairing_acks_requested, 40U);
-}
-
-// The asking is bounded (a flow that never pairs is not made to be
-// acknowledged packet by packet for good), and only some of the asked PSNs
-// are pairing marks, so an ACK that comes back a long window later (more
-// than the tracker's 128 marks of packets) still pairs the flow.
-TEST_F(EngineTest, TrackedRequestsAskForAcksOnlyAtFirst) {
-  constexpr uint32_t kSent = 1200;
-  ASSERT_FALSE(a_sends(request(op::kRcWriteFirst, kPsn, false)));
-  uint32_t asked = 1;
-  for (uint32_t i = 1; i < kSent; ++i) {
-    ASSERT_FALSE(a_sends(request(op::kRcWriteMiddle, kPsn + i, false)));
-    asked += parse(passed_).bth.ack_req ? 1 : 0;
-    if (i >= 1024) {
-      EXPECT_FALSE(parse(passed_).bth.ack_req) << i;
-    }
-  }
-  EXPECT_EQ(asked, 1024U);
-  EXPECT_EQ(ga_.stats().pairing_acks_requested, 1024U);
-  // The ACK of packet 160, a window of 1040 packets back, pairs the flow.
-  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 160, 0)));
-  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + kSent - 1, 0)));
-  carry_b_to_a();
-  ASSERT_TRUE(a_sends(request(op::kRcWriteLast, kPsn + kSent, true)));
   EXPECT_EQ(ga_.stats().flows_paired, 1U);
 }
 
@@ -572,7 +490,7 @@ TEST_F(EngineTest, CmDreqWaitsForTheDataBeforeIt) {
   ASSERT_EQ(ib_.local.size(), 1U);
   ib_.local.clear();
   // Host A disconnects: a drain record (up to PSN kPsn + 4) goes ahead of its DREQ.
-  Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
+  const Bytes dreq = cm(true, split::cm_attr::kDreq, 0xA1, 0xB1, kRspQp);
   EXPECT_FALSE(
       ga_.on_local(cm_flow_, true, dreq.data(), static_cast<uint32_t>(dreq.size()), clock_.now()));
   ASSERT_EQ(ia_.wan.size(), 1U);

@@ -28,26 +28,6 @@ TEST(PairingTest, MatchesAckPsnAndDerivesMsn) {
   EXPECT_TRUE(t.quiescent());
 }
 
-// Once paired, ACKs are cumulative: the ACK of a PSN that was no mark (no
-// AckReq, mid-message) still covers everything up to it.
-TEST(PairingTest, AfterMatchingAnyForwardedPsnIsAcknowledged) {
-  PairingTracker t;
-  t.on_forwarded(op::kRcWriteFirst, 0xFFFFFE, true, 0, 1024);
-  t.on_forwarded(op::kRcWriteMiddle, 0xFFFFFF, false, 0, 1024);
-  t.on_forwarded(op::kRcWriteMiddle, 0, false, 0, 1024);
-  EXPECT_FALSE(t.on_ack(0xFFFFFF, 0));  // no mark: does not pair
-  EXPECT_TRUE(t.on_ack(0xFFFFFE, 4));
-  EXPECT_FALSE(t.quiescent());
-  EXPECT_FALSE(t.on_ack(1, 4));  // not forwarded yet
-  EXPECT_FALSE(t.quiescent());
-  EXPECT_TRUE(t.on_ack(0, 4));  // the last forwarded PSN, no mark
-  EXPECT_TRUE(t.quiescent());
-  EXPECT_EQ(t.acked_through(), 0U);
-  EXPECT_TRUE(t.on_ack(0xFFFFFF, 4));  // a late, older ACK moves nothing back
-  EXPECT_EQ(t.acked_through(), 0U);
-  EXPECT_EQ(t.next_msn(), 4U);  // the message is still open
-}
-
 TEST(PairingTest, RetransmissionsAreNotCountedTwice) {
   PairingTracker t;
   t.on_forwarded(op::kRcSendOnly, 0xFFFFFF, true, 0, 1024);
