@@ -20,6 +20,7 @@ void Responder::start(uint32_t expected_psn, uint32_t msn, bool base_confirmed) 
   ack_due_ = TimePoint::infinite();
   in_nak_episode_ = false;
   nak_deferred_ = false;
+  nak_owed_ = false;
   nreads_ = 0;
   read_head_ = 0;
 }
@@ -50,7 +51,13 @@ void Responder::nak_sequence(TimePoint now, Reply& r) noexcept {
   // are unconfirmed. Behind a READ/atomic whose response is still on its way
   // it waits for that response, as the remote host's NAK would have (a
   // responder answers in PSN order: the responses first, then the NAK).
-  if (!base_confirmed_) return;
+  if (!base_confirmed_) {
+    // Owed: sent as soon as a relayed ACK confirms the base (poll()), so the
+    // requester goes back now rather than at its ACK timeout (rxe's 67 ms
+    // at the default of 14, far longer at the larger values WAN users set).
+    nak_owed_ = true;
+    return;
+  }
   if (nreads_ != 0) {
     nak_deferred_ = true;
     return;
@@ -120,6 +127,7 @@ Verdict Responder::on_request(const Request& req, bool room, bool over_share, Ti
   }
   in_nak_episode_ = false;
   nak_deferred_ = false;  // the requester came back by itself
+  nak_owed_ = false;
   if (kind == ReqKind::kData) {
     expected_ = psn_add(expected_, 1);
     if (ends_message(req.opcode)) msn_ = (msn_ + 1) & roce::kPsnMask;
@@ -196,13 +204,14 @@ void Responder::on_relayed_ack(uint32_t through) noexcept {
   if (base_confirmed_) return;
   if (psn_le(psn_add(base_, -1), through)) {
     base_confirmed_ = true;
-    if (unacked_ > 0) ack_due_ = TimePoint::zero();  // ACK at the next poll
+    if (unacked_ > 0) ack_due_ = TimePoint::zero();  // ACK (or the owed NAK) at the next poll
   }
 }
 
 void Responder::fail(uint8_t syndrome) noexcept {
   failed_ = true;
   nak_deferred_ = false;
+  nak_owed_ = false;
   fail_syndrome_ = syndrome;
   unacked_ = 0;
   ack_due_ = TimePoint::infinite();
@@ -221,10 +230,18 @@ bool Responder::fail_at(uint8_t syndrome, uint32_t psn) noexcept {
 
 void Responder::poll(TimePoint now, Reply& reply) noexcept {
   reply = Reply{};
+  if (nak_owed()) {
+    // Dropped while the base was unconfirmed: the requester is waiting for
+    // its timer. The NAK also acknowledges everything accepted before it.
+    nak_owed_ = false;
+    nak_sequence(now, reply);  // (after a READ's response, if one is outstanding)
+    if (reply.send) return;
+  }
   if (unacked_ > 0 && may_ack() && now >= ack_due_) make_ack(reply);
 }
 
 TimePoint Responder::next_timeout() const noexcept {
+  if (nak_owed()) return TimePoint::zero();
   if (unacked_ == 0 || !may_ack()) return TimePoint::infinite();
   return ack_due_;
 }

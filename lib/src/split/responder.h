@@ -17,7 +17,9 @@
 // carried in passthrough and are acknowledged by the remote host. Until a
 // relayed ACK covers the base, the responder neither ACKs nor NAKs (either
 // would acknowledge passthrough packets the remote host may not have), and
-// retransmissions below the base are forwarded again.
+// retransmissions below the base are forwarded again. A packet it drops
+// meanwhile (out of sequence, or no room) is NAKed as soon as the base is
+// confirmed, so the requester does not wait for its ACK timeout.
 //
 // State: PSNs are 24-bit (mod 2^24), MSN 24-bit, times are TimePoints passed
 // in by the caller. No allocation after construction. Single-threaded: the
@@ -171,6 +173,10 @@ class Responder {
   TimePoint first_unacked_at_;  ///< when the oldest unacknowledged packet was accepted
   bool in_nak_episode_ = false;
   bool nak_deferred_ = false;  ///< an out-of-sequence packet waits for a READ's response
+  /// A packet was dropped (out of sequence, or no room) while the base was
+  /// unconfirmed, when no NAK may go: it goes once the base is confirmed.
+  bool nak_owed_ = false;
+  bool nak_owed() const { return nak_owed_ && base_confirmed_ && !failed_; }
   TimePoint last_nak_;
   TimePoint last_cnp_;
   bool cnp_sent_ = false;

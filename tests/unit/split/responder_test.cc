@@ -345,10 +345,63 @@ TEST_F(ResponderTest, UnconfirmedBaseHoldsAcksAndCarriesOldRetransmissions) {
   EXPECT_FALSE(rsp_.base_confirmed());
   rsp_.on_relayed_ack(999);
   EXPECT_TRUE(rsp_.base_confirmed());
+  // 1003 came out of sequence meanwhile: the NAK it was owed goes now (and
+  // acknowledges 1000), instead of the requester waiting for its timer.
+  EXPECT_EQ(rsp_.next_timeout(), TimePoint::zero());
   rsp_.poll(clock_.now(), reply_);
   ASSERT_TRUE(reply_.send);
-  EXPECT_EQ(reply_.psn, 1000U);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 1001U);
   EXPECT_EQ(reply_.msn, 41U);
+  rsp_.poll(clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);                                           // once
+  EXPECT_EQ(send(req(op::kRcSendOnly, 1001, true)), Verdict::kCarry);  // it went back
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 1001U);
+}
+
+// No room for an in-sequence packet before the base is confirmed: no NAK may
+// go yet, and the requester, its window full, sends nothing more. The NAK
+// goes when the base is confirmed; without it the requester would wait for
+// its ACK timeout (67 ms at rxe's default, seen on the testbed).
+TEST_F(ResponderTest, DropBeforeTheBaseIsConfirmedIsNakedOnConfirmation) {
+  rsp_.start(1000, 40, false);
+  EXPECT_EQ(send(req(op::kRcWriteFirst, 1000)), Verdict::kCarry);
+  EXPECT_EQ(send(req(op::kRcWriteMiddle, 1001), /*room=*/false), Verdict::kDrop);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(send(req(op::kRcWriteMiddle, 1002)), Verdict::kDrop);  // behind the gap
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(rsp_.next_timeout(), TimePoint::infinite());  // nothing may go yet
+  clock_.advance(Duration::from_ms(20));
+  rsp_.on_relayed_ack(999);
+  rsp_.poll(clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kSeqNak);
+  EXPECT_EQ(reply_.psn, 1001U);
+  EXPECT_EQ(reply_.msn, 40U);
+  // The requester comes back: accepted and acknowledged as usual.
+  EXPECT_EQ(send(req(op::kRcWriteMiddle, 1001)), Verdict::kCarry);
+  EXPECT_EQ(send(req(op::kRcWriteLast, 1002, true)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 1002U);
+  EXPECT_EQ(reply_.msn, 41U);
+}
+
+// A drop while unconfirmed that the requester repairs by itself (its timer
+// went first) owes nothing any more.
+TEST_F(ResponderTest, OwedNakIsDroppedWhenTheRequesterComesBack) {
+  rsp_.start(1000, 40, false);
+  EXPECT_EQ(send(req(op::kRcSendOnly, 1001, true)), Verdict::kDrop);
+  EXPECT_EQ(send(req(op::kRcSendOnly, 1000, true)), Verdict::kCarry);
+  EXPECT_EQ(send(req(op::kRcSendOnly, 1001, true)), Verdict::kCarry);
+  rsp_.on_relayed_ack(999);
+  rsp_.poll(clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 1001U);
+  EXPECT_EQ(reply_.msn, 42U);
 }
 
 }  // namespace
