@@ -204,7 +204,8 @@ void Responder::on_relayed_ack(uint32_t through) noexcept {
   if (base_confirmed_) return;
   if (psn_le(psn_add(base_, -1), through)) {
     base_confirmed_ = true;
-    if (unacked_ > 0) ack_due_ = TimePoint::zero();  // ACK (or the owed NAK) at the next poll
+    // An owed NAK goes at the next poll (next_timeout()); else the ACK does.
+    if (unacked_ > 0) ack_due_ = TimePoint::zero();
   }
 }
 

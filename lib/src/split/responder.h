@@ -152,6 +152,8 @@ class Responder {
     uint32_t msn_before = 0;
   };
   bool may_ack() const { return base_confirmed_ && nreads_ == 0 && !failed_; }
+  /// A NAK owed since before the base was confirmed may go now.
+  bool nak_owed() const { return nak_owed_ && base_confirmed_ && !failed_; }
   void make_ack(Reply& r) noexcept;
   /// Arms (or moves) the coalescing timer for an accepted, unacknowledged packet.
   void defer_ack(TimePoint now) noexcept;
@@ -176,7 +178,6 @@ class Responder {
   /// A packet was dropped (out of sequence, or no room) while the base was
   /// unconfirmed, when no NAK may go: it goes once the base is confirmed.
   bool nak_owed_ = false;
-  bool nak_owed() const { return nak_owed_ && base_confirmed_ && !failed_; }
   TimePoint last_nak_;
   TimePoint last_cnp_;
   bool cnp_sent_ = false;
