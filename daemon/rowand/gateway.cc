@@ -175,6 +175,11 @@ class GatewaySplitIo final : public SplitIo {
     if (c.unacked_bytes() <= c.bdp() || g_.last_window_flows_ == 0) return false;
     return f.last_window_bytes * g_.last_window_flows_ > g_.last_window_total_;
   }
+  bool short_of_room(uint32_t peer, uint64_t bytes) const noexcept override {
+    if (peer >= g_.peers_.size()) return false;
+    const transport::Connection& c = *g_.peers_[peer]->conn;
+    return 2 * bytes <= c.send_buffer_capacity() && c.send_buffer_free() < bytes;
+  }
   void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
     g_.deliver(ip, len, now);
   }

@@ -269,6 +269,9 @@ bool SplitEngine::ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePac
   r.dma_len = p.has(roce::kHasReth) ? p.reth.dma_len : 0;
   split::Reply reply;
   const bool room = io_.has_room(flow, len);
+  sf.local_peer = flow.peer;
+  sf.max_req_len = std::max(sf.max_req_len, len);
+  sf.responder.set_short_of_room(io_.short_of_room(flow.peer, window_bytes(sf)));
   const split::Verdict v =
       sf.responder.on_request(r, room, room && io_.over_share(flow), now, reply);
   if (v == split::Verdict::kCarry && io_.carry(flow, ip, len, now)) {
@@ -642,6 +645,13 @@ bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
   return false;
 }
 
+uint64_t SplitEngine::window_bytes(const SplitFlow& sf) noexcept {
+  // What may still arrive once an ACK opens the requester's window: the
+  // window it has in flight, and the one the ACK opens; each packet at most
+  // the largest request seen, as a record (2 bytes of framing).
+  return 2 * uint64_t{sf.responder.window_estimate()} * (sf.max_req_len + 2U);
+}
+
 bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {
   if (stalled_ == 0) return false;
   for (SplitFlow& sf : active()) {
@@ -661,6 +671,7 @@ void SplitEngine::poll(TimePoint now) noexcept {
   for (SplitFlow& sf : active()) {
     if (sf.role == Role::kIngress) {
       if (sf.responder.next_timeout() > now) continue;
+      sf.responder.set_short_of_room(io_.short_of_room(sf.local_peer, window_bytes(sf)));
       split::Reply reply;
       sf.responder.poll(now, reply);
       send_reply(sf, reply, now);
@@ -957,6 +968,8 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
       f["duplicates"] = s.duplicates;
       f["out_of_sequence"] = s.out_of_sequence;
       f["no_room"] = s.no_room;
+      f["acks_held"] = s.acks_held;
+      f["holds_expired"] = s.holds_expired;
       f["acks"] = s.acks;
       f["naks"] = s.naks;
       f["cnps"] = s.cnps;

@@ -83,6 +83,10 @@ class SplitIo {
   virtual bool has_room(const Flow& flow, uint32_t len) const noexcept = 0;
   /// Whether the flow's backlog is past its share of the WAN budget.
   virtual bool over_share(const Flow& flow) const noexcept = 0;
+  /// Whether the send buffer toward peer `peer` (Flow::peer) has less than
+  /// `bytes` free, while its capacity could hold them twice over (a smaller
+  /// buffer never counts as short: holding ACKs could not help it).
+  virtual bool short_of_room(uint32_t peer, uint64_t bytes) const noexcept = 0;
   /// Sends an IP packet to a host of the site.
   virtual void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
   /// Carries an IP packet toward the remote site as if a local host sent it.
@@ -182,8 +186,10 @@ class SplitEngine {
     PeerState* peer = nullptr;  ///< egress: where the records come from
     uint64_t stream = 0;
     bool stalled = false;
-    bool cm = false;       ///< paired from RDMA CM
-    uint32_t unasked = 0;  ///< egress: packets sent since the last one with AckReq
+    bool cm = false;           ///< paired from RDMA CM
+    uint32_t unasked = 0;      ///< egress: packets sent since the last one with AckReq
+    uint32_t local_peer = 0;   ///< ingress: the peer its flow is carried to (Flow::peer)
+    uint32_t max_req_len = 0;  ///< ingress: the largest request seen (IP bytes)
     TimePoint last_active;
   };
 
@@ -205,6 +211,9 @@ class SplitEngine {
   void on_control(PeerState* peer, uint64_t stream, const uint8_t* rec, uint32_t len,
                   TimePoint now) noexcept;
   void send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now) noexcept;
+  /// The room an ACK to the requester may have to absorb (ACKs are held
+  /// while the peer's send buffer has less free).
+  static uint64_t window_bytes(const SplitFlow& sf) noexcept;
   void send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint32_t msn, TimePoint now,
                  bool toward_wan) noexcept;
   void flush(SplitFlow& sf, TimePoint now) noexcept;

@@ -17,6 +17,8 @@ void Responder::start(uint32_t expected_psn, uint32_t msn, bool base_confirmed) 
   acked_psn_ = psn_add(base_, -1);
   acked_msn_ = msn_;
   unacked_ = 0;
+  window_ = 0;
+  held_since_ = TimePoint::infinite();
   ack_due_ = TimePoint::infinite();
   in_nak_episode_ = false;
   nak_deferred_ = false;
@@ -34,7 +36,23 @@ void Responder::make_ack(Reply& r) noexcept {
   acked_msn_ = msn_;
   unacked_ = 0;
   ack_due_ = TimePoint::infinite();
+  held_since_ = TimePoint::infinite();
   ++stats_.acks;
+}
+
+bool Responder::ack_allowed(TimePoint now) noexcept {
+  if (!may_ack()) return false;
+  if (!short_of_room_ || cfg_.hold_max.ns() <= 0) return true;
+  if (held_since_.is_infinite()) {
+    held_since_ = now;
+    ++stats_.acks_held;
+  }
+  if (now - held_since_ >= cfg_.hold_max) {
+    ++stats_.holds_expired;
+    return true;  // no longer: the requester's ACK timeout is closer than the room
+  }
+  hold_check_at_ = now + cfg_.hold_recheck;
+  return false;
 }
 
 void Responder::maybe_cnp(bool over_share, TimePoint now, Reply& r) noexcept {
@@ -73,6 +91,7 @@ void Responder::nak_sequence(TimePoint now, Reply& r) noexcept {
   acked_msn_ = msn_;
   unacked_ = 0;
   ack_due_ = TimePoint::infinite();
+  held_since_ = TimePoint::infinite();
   ++stats_.naks;
 }
 
@@ -101,7 +120,7 @@ Verdict Responder::on_request(const Request& req, bool room, bool over_share, Ti
     // the remote host answers it (as a responder answers duplicates).
     if (!base_confirmed_ && psn_lt(req.psn, base_)) return Verdict::kCarry;
     if (kind != ReqKind::kData) return Verdict::kCarry;
-    if (may_ack()) {
+    if (ack_allowed(now)) {
       make_ack(reply);
     } else if (base_confirmed_ && !failed_) {
       reply.send = true;  // the last ACK again (it stops before the oldest READ)
@@ -133,17 +152,21 @@ Verdict Responder::on_request(const Request& req, bool room, bool over_share, Ti
     if (ends_message(req.opcode)) msn_ = (msn_ + 1) & roce::kPsnMask;
     ++unacked_;
     ++stats_.accepted;
-    if (may_ack()) {
-      if (req.ack_req || unacked_ >= cfg_.ack_every) {
-        make_ack(reply);
-      } else {
-        defer_ack(now);
-      }
+    // The requester's window: how far past our last ACK it has sent.
+    window_ = std::max(window_, static_cast<uint32_t>(psn_diff(req.psn, acked_psn_)));
+    if (!(req.ack_req || unacked_ >= cfg_.ack_every)) {
+      defer_ack(now);
+    } else if (ack_allowed(now)) {
+      make_ack(reply);
+    } else if (holding()) {
+      // Owed now: it goes at the first look that finds room (poll()).
+      if (ack_due_.is_infinite()) first_unacked_at_ = now;
+      ack_due_ = std::min(ack_due_, now);
     } else {
       defer_ack(now);
     }
   } else {
-    if (may_ack() && unacked_ > 0) make_ack(reply);  // what came before the READ
+    if (unacked_ > 0 && ack_allowed(now)) make_ack(reply);  // what came before the READ
     const uint32_t span = psn_span(req.opcode, req.dma_len, cfg_.pmtu);
     Read& rd = reads_[(read_head_ + nreads_) % kMaxReads];
     rd.first = req.psn;
@@ -184,7 +207,7 @@ void Responder::on_response(uint8_t opcode, uint32_t psn, TimePoint now, Reply& 
     acked_psn_ = psn_add(expected_, -1);
     acked_msn_ = msn_;
   }
-  if (may_ack() && unacked_ > 0) {
+  if (unacked_ > 0 && ack_allowed(now)) {
     make_ack(reply);
   } else if (unacked_ > 0) {
     defer_ack(now);
@@ -238,12 +261,15 @@ void Responder::poll(TimePoint now, Reply& reply) noexcept {
     nak_sequence(now, reply);  // (after a READ's response, if one is outstanding)
     if (reply.send) return;
   }
-  if (unacked_ > 0 && may_ack() && now >= ack_due_) make_ack(reply);
+  if (unacked_ > 0 && now >= ack_due_ && ack_allowed(now)) make_ack(reply);
 }
 
 TimePoint Responder::next_timeout() const noexcept {
   if (nak_owed()) return TimePoint::zero();
   if (unacked_ == 0 || !may_ack()) return TimePoint::infinite();
+  // A held ACK looks at the room again every hold_recheck (and goes at the
+  // latest hold_max after it was first held).
+  if (holding() && short_of_room_) return std::max(ack_due_, hold_check_at_);
   return ack_due_;
 }
 

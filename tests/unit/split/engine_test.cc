@@ -29,6 +29,7 @@ class FakeIo final : public SplitIo {
   }
   bool has_room(const Flow&, uint32_t) const noexcept override { return room; }
   bool over_share(const Flow&) const noexcept override { return over; }
+  bool short_of_room(uint32_t, uint64_t) const noexcept override { return short_room; }
   void send_local(const uint8_t* ip, uint32_t len, TimePoint) noexcept override {
     local.emplace_back(ip, ip + len);
   }
@@ -39,6 +40,7 @@ class FakeIo final : public SplitIo {
   std::vector<Bytes> wan, local;
   bool room = true;
   bool over = false;
+  bool short_room = false;
 };
 
 roce::RocePacket parse(const Bytes& b) {
@@ -423,6 +425,31 @@ TEST_F(EngineTest, NoRoomNaksAndSendsCnp) {
   EXPECT_EQ(parse(ia_.local[0]).aeth.syndrome, 0x1F);
   EXPECT_EQ(parse(ia_.local[1]).bth.opcode, op::kCnp);
   EXPECT_EQ(ga_.stats().cnps_sent, 2U);
+}
+
+// Short of room for another window: gateway A holds its ACK (the requester
+// waits on its window) instead of taking packets it would have to drop, and
+// sends it from its timer path once there is room.
+TEST_F(EngineTest, ShortOfRoomHoldsTheAckUntilThereIsRoom) {
+  pair();
+  ia_.local.clear();
+  ia_.short_room = true;
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
+  EXPECT_TRUE(ia_.local.empty());  // held
+  ASSERT_EQ(ia_.wan.size(), 2U);   // but carried: the control record and the request
+  const TimePoint next = ga_.next_timeout();
+  ASSERT_GT(next, clock_.now());  // no busy loop while held
+  clock_.advance(next - clock_.now());
+  ga_.poll(clock_.now());
+  EXPECT_TRUE(ia_.local.empty());  // still short
+  ia_.short_room = false;
+  clock_.advance(ga_.next_timeout() - clock_.now());
+  ga_.poll(clock_.now());
+  ASSERT_EQ(ia_.local.size(), 1U);
+  const roce::RocePacket ack = parse(ia_.local[0]);
+  EXPECT_EQ(ack.bth.opcode, op::kRcAck);
+  EXPECT_EQ(ack.bth.psn, 0xFFFFFFU);
+  EXPECT_EQ(ack.aeth.msn, 6U);
 }
 
 TEST_F(EngineTest, CmPairsBeforeAnyDataAndDreqReleases) {

@@ -404,5 +404,81 @@ TEST_F(ResponderTest, OwedNakIsDroppedWhenTheRequesterComesBack) {
   EXPECT_EQ(reply_.msn, 42U);
 }
 
+TEST_F(ResponderTest, HoldsAcksWhileTheGatewayIsShortOfRoom) {
+  // Back-pressure without drops: while the gateway could not take another
+  // window, an ACK (which would open the requester's window) is held; the
+  // requester waits on its window instead of sending into drops.
+  rsp_.start(0, 0, true);
+  rsp_.set_short_of_room(true);
+  EXPECT_EQ(send(req(op::kRcWriteFirst, 0)), Verdict::kCarry);
+  EXPECT_EQ(send(req(op::kRcWriteLast, 1, true)), Verdict::kCarry);  // AckReq: held
+  EXPECT_FALSE(reply_.send);
+  EXPECT_TRUE(rsp_.holding());
+  EXPECT_EQ(rsp_.stats().acks_held, 1U);
+  // No busy loop while held: the room is looked at again after hold_recheck.
+  EXPECT_EQ(rsp_.next_timeout(), clock_.now() + cfg_.hold_recheck);
+  clock_.advance(cfg_.hold_recheck);
+  rsp_.poll(clock_.now(), reply_);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_GT(rsp_.next_timeout(), clock_.now());
+  // A duplicate meanwhile gets the last ACK again, not a new one.
+  EXPECT_EQ(send(req(op::kRcWriteLast, 1, true)), Verdict::kDrop);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, roce::kPsnMask);  // the ACK before the start
+  EXPECT_EQ(reply_.msn, 0U);
+  // Room again: the held ACK goes at the next look, with the right MSN.
+  rsp_.set_short_of_room(false);
+  clock_.advance(cfg_.hold_recheck);
+  rsp_.poll(clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, kAck);
+  EXPECT_EQ(reply_.psn, 1U);
+  EXPECT_EQ(reply_.msn, 1U);
+  EXPECT_FALSE(rsp_.holding());
+  EXPECT_EQ(rsp_.stats().holds_expired, 0U);
+  EXPECT_TRUE(rsp_.next_timeout().is_infinite());
+}
+
+TEST_F(ResponderTest, AHeldAckGoesAfterHoldMaxEvenWithoutRoom) {
+  // Never near the requester's ACK timeout (67 ms at rxe's default).
+  rsp_.start(500, 3, true);
+  rsp_.set_short_of_room(true);
+  send(req(op::kRcSendOnly, 500, true));
+  EXPECT_FALSE(reply_.send);
+  const TimePoint held = clock_.now();
+  while (clock_.now() - held < cfg_.hold_max) {
+    ASSERT_FALSE(reply_.send) << (clock_.now() - held).ns();
+    clock_.advance(std::max(rsp_.next_timeout() - clock_.now(), Duration::from_ns(1)));
+    rsp_.poll(clock_.now(), reply_);
+  }
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 500U);
+  EXPECT_EQ(reply_.msn, 4U);
+  EXPECT_EQ(rsp_.stats().holds_expired, 1U);
+  EXPECT_LE(clock_.now() - held, cfg_.hold_max + cfg_.hold_recheck);
+}
+
+TEST_F(ResponderTest, WindowEstimateIsTheWidestSpanPastTheLastAck) {
+  rsp_.start(0xFFFFF0, 0, true);                      // across the PSN wrap
+  EXPECT_EQ(rsp_.window_estimate(), cfg_.ack_every);  // nothing seen yet
+  for (uint32_t i = 0; i < 100; ++i) send(req(op::kRcSendMiddle, 0xFFFFF0 + i));
+  // ACKs every ack_every packets: the span never passed it.
+  EXPECT_EQ(rsp_.window_estimate(), cfg_.ack_every);
+  rsp_.set_short_of_room(true);  // held: the requester runs ahead
+  for (uint32_t i = 100; i < 228; ++i) send(req(op::kRcSendMiddle, 0xFFFFF0 + i));
+  EXPECT_EQ(rsp_.window_estimate(), 228U - 96U);  // past the ACK at the 96th packet
+}
+
+TEST_F(ResponderTest, ZeroHoldMaxNeverHolds) {
+  cfg_.hold_max = Duration::zero();
+  Responder rsp(cfg_);
+  rsp.start(0, 0, true);
+  rsp.set_short_of_room(true);
+  rsp.on_request(req(op::kRcSendOnly, 0, true), true, false, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_EQ(rsp.stats().acks_held, 0U);
+}
+
 }  // namespace
 }  // namespace rowan::split
