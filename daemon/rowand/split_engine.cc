@@ -255,6 +255,7 @@ void SplitEngine::start_split(SplitFlow& sf, Flow& flow, TimePoint now) noexcept
   rc.pmtu = pmtu;
   sf.responder = split::Responder(rc);
   sf.responder.start(start, sf.pairing.next_msn(), sf.pairing.quiescent());
+  sf.local_peer = flow.peer;
   sf.role = Role::kIngress;
   --tracking_;
   ++stats_.flows_paired;
@@ -269,7 +270,6 @@ bool SplitEngine::ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePac
   r.dma_len = p.has(roce::kHasReth) ? p.reth.dma_len : 0;
   split::Reply reply;
   const bool room = io_.has_room(flow, len);
-  sf.local_peer = flow.peer;
   sf.max_req_len = std::max(sf.max_req_len, len);
   sf.responder.set_short_of_room(io_.short_of_room(flow.peer, window_bytes(sf)));
   const split::Verdict v =
