@@ -34,12 +34,14 @@ find_rowanctl() {
   echo "$bin"
 }
 
-# gateways_start RATE RTT CC [WAN_BACKEND] [SITE_MTU]: configures both gateway
-# namespaces for rowand and starts one daemon in each; waits until both answer
-# on their control sockets. WAN_BACKEND: udp (default) or dpdk. SITE_MTU: the
-# hosts' IP MTU (rowand's [local] mtu, 4200 by default, covers up to 4200).
+# gateways_start RATE RTT CC [WAN_BACKEND] [SITE_MTU] [WAN_MTU]: configures both
+# gateway namespaces for rowand and starts one daemon in each; waits until both
+# answer on their control sockets. WAN_BACKEND: udp (default) or dpdk. SITE_MTU:
+# the hosts' IP MTU (rowand's [local] mtu, 4200 by default, covers up to 4200).
+# WAN_MTU: the WAN link's IP MTU ([[wan.link]] mtu, 1500 by default).
 gateways_start() {
   local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp} site_mtu=${5:-1500}
+  local wan_mtu=${6:-1500}
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
@@ -63,7 +65,7 @@ gateways_start() {
     else
       secure_args=(-e "s|^public_key = .*|public_key = \"${pub[${peer_of[$site]}]}\"|")
     fi
-    backend_args=()
+    backend_args=(-e "s|^mtu = 1500\$|mtu = $wan_mtu|")
     if ((site_mtu > 4200)); then
       backend_args+=(-e "s|^\[local\]|[local]\nmtu = $site_mtu|")
     fi
