@@ -138,6 +138,32 @@ TEST_F(PassthroughTest, JumboSiteFramesCrossA1500ByteWanWhole) {
       << "1% WAN loss, yet nothing was repaired";
 }
 
+// A jumbo-frame WAN (--wan-mtu 9000: long-haul links between datacenters
+// often carry 9000-byte frames): the gateways' links take the MTU, and a
+// site's 4 KiB frame crosses in one datagram instead of three.
+TEST_F(PassthroughTest, AJumboWanCarriesJumboSiteFramesInWholeDatagrams) {
+  up("--rate 100mbit --rtt 10ms --loss 1% --cc bbr --mtu 4200 --wan-mtu 9000");
+  const ShellResult st = shell(script_ + " status --json");
+  ASSERT_EQ(st.status, 0);
+  EXPECT_EQ(json::parse(st.out)["wan_mtu"], 9000);
+  const json j = iperf("-u -b 8M -l 4000 -t 3");
+  ASSERT_TRUE(j.contains("end"));
+  const json& sum = j["end"]["sum"];
+  EXPECT_GT(sum["packets"].get<uint64_t>(), 500u);
+  EXPECT_EQ(sum["lost_packets"].get<uint64_t>(), 0u) << "jumbo datagrams lost or cut";
+  // Behind a 1500-byte WAN each 4 KiB frame takes three datagrams of at
+  // most 1500 bytes; here the WAN's frames average more than 3000.
+  const ShellResult w = tb_->wanem("stats");
+  ASSERT_EQ(w.status, 0);
+  const json stats = json::parse(w.out);
+  const json& a2b = stats["stats"]["a2b"];
+  const auto frames = a2b["forwarded_frames"].get<uint64_t>();
+  ASSERT_GT(frames, 500u);
+  EXPECT_GT(a2b["forwarded_bytes"].get<uint64_t>() / frames, 3000u);
+  EXPECT_GT(ctl('a', "peers")[0]["retransmitted_packets"].get<uint64_t>(), 0u)
+      << "1% WAN loss, yet nothing was repaired";
+}
+
 TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
   const std::string mac = gw_mac();

@@ -334,6 +334,17 @@ TEST_F(TwoSiteTest, UpRefusesOverAHalfBuiltTestbedAndDownClearsIt) {
   EXPECT_NE(run("ip netns list | grep -qE '^rowan-'").status, 0);
 }
 
+// --wan-mtu must hold what crosses the WAN: in direct mode the hosts' frames.
+TEST_F(TwoSiteTest, UpRejectsAWanMtuTheHostsFramesDoNotFit) {
+  const Result small = run(script_ + " up --mode direct --mtu 4200 --wan-mtu 1500 2>&1");
+  EXPECT_NE(small.status, 0);
+  EXPECT_NE(small.out.find("must be at least --mtu"), std::string::npos) << small.out;
+  const Result bad = run(script_ + " up --wan-mtu 9k 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("bad --wan-mtu"), std::string::npos) << bad.out;
+  EXPECT_NE(run("ip netns list | grep -qE '^rowan-'").status, 0) << "a rejected up built something";
+}
+
 TEST_F(TwoSiteTest, FailedUpLeavesNothingBehind) {
   // An emulator that exits at once: up fails after building the namespaces.
   setenv("ROWAN_WANEM", "/bin/false", 1);
