@@ -195,6 +195,26 @@ TEST_F(TwoSiteTest, PingRttMatchesTheSettingAndFollowsRuntimeChanges) {
   EXPECT_GE(st["wanem"]["stats"]["a2b"]["forwarded_frames"].get<uint64_t>(), 30U);
 }
 
+// --wan-slack: rowan-wanem may release a frame late by up to the slack (to
+// serve several in one wake-up), never early.
+TEST_F(TwoSiteTest, SlackDelaysFramesLateNeverEarly) {
+  up("--rate 100mbit --rtt 20ms --mode direct --hosts netns --wan-slack 500us");
+  const json st = json::parse(run(script_ + " status --json").out);
+  EXPECT_EQ(st["wan_slack"], "500us");
+  const Ping p = ping("-c 20 -i 0.05");
+  ASSERT_GE(p.rtts.size(), 19U);
+  EXPECT_GE(p.min, 19.99) << "a frame left early";
+  const json w = wanem("stats");
+  for (const char* dir : {"a2b", "b2a"}) {
+    const json& d = w["stats"][dir]["delay_applied_us"];
+    EXPECT_GE(d["min"].get<double>(), 10000.0) << dir << ": a frame left early";
+    // Late by the slack (a lone ping has no other frame's wake-up to ride
+    // on) plus the timer's overshoot, which a loaded machine stretches.
+    EXPECT_GT(d["mean"].get<double>(), 10000.0) << dir;
+    EXPECT_LT(d["mean"].get<double>(), 10000.0 + 500 + 2000) << dir;
+  }
+}
+
 // --mtu 4200 in direct mode: the hosts' jumbo packets cross the emulator as
 // they are (its ring slots and mbufs hold whole 4 KiB frames).
 TEST_F(TwoSiteTest, JumboFramesCrossTheEmulatorWhole) {

@@ -56,7 +56,6 @@ namespace {
 constexpr uint16_t kBurst = 32;
 constexpr size_t kTxPending = 1024;
 constexpr Duration kSpinWindow = Duration::from_ms(10);
-constexpr Duration kSpinBudget = Duration::from_ms(3);
 constexpr Duration kRtRunBudget = Duration::from_ms(3);
 constexpr Duration kRtPause = Duration::from_us(300);
 constexpr int kExitUsage = 64;
@@ -78,6 +77,8 @@ struct Options {
   uint32_t mtu = 1500;  ///< largest IP packet on the links (jumbo: ring slots and mbufs grow)
   std::string spin_margin = "10us";
   std::string early = "0us";
+  std::string spin_budget = "3ms";  ///< spinning allowed per kSpinWindow
+  std::string slack = "0us";        ///< a release may leave this late (no spinning then)
   std::string idle_spin = "5us";
   std::string max_sleep = "100ms";
   std::string huge_dir;
@@ -161,6 +162,13 @@ int run(const Options& opt) {
   const Duration spin_margin = parse_duration(opt.spin_margin);
   const Duration early = parse_duration(opt.early);
   const Duration idle_spin = parse_duration(opt.idle_spin);
+  const Duration spin_budget = parse_duration(opt.spin_budget);
+  const Duration slack = parse_duration(opt.slack);
+  if (slack > Duration::from_ms(10)) throw ParseError("--slack " + opt.slack + " is over 10 ms");
+  if (spin_budget > kSpinWindow) {
+    throw ParseError("--spin-budget " + opt.spin_budget + " is more than its " +
+                     std::to_string(kSpinWindow.ns() / 1000000) + " ms window");
+  }
   Duration max_sleep = parse_duration(opt.max_sleep);
 
   // Validate every setting before touching the EAL.
@@ -314,7 +322,7 @@ int run(const Options& opt) {
     bool armed = false;
     bool quit = false;
     // Spin budget: within each window the loop may spin (wait for a release
-    // less than the wake-up margin away) for at most kSpinBudget. Beyond it,
+    // less than the wake-up margin away) for at most `spin_budget`. Beyond it,
     // a release within the margin is slept for instead (the frame leaves late).
     TimePoint window_start = now;
     int64_t spun_ns = 0;
@@ -329,7 +337,8 @@ int run(const Options& opt) {
         window_start = now;
         spun_ns = 0;
       }
-      const bool relaxed = spun_ns >= kSpinBudget.ns();
+      // With slack, precision is traded for wake-ups: never spin.
+      const bool relaxed = slack.ns() > 0 || spun_ns >= spin_budget.ns();
       size_t work = 0;
       if (now >= emu.next_event()) emu.run_schedule(now);
       // Transmit what is due first: its timing matters most.
@@ -422,6 +431,11 @@ int run(const Options& opt) {
         continue;
       }
       TimePoint next = std::min(emu.dir(0).next_release(), emu.dir(1).next_release());
+      // Slack: the timer wakes the loop `slack` after the earliest release,
+      // so that a frame's arrival (which rings the doorbell anyway) releases
+      // what fell due meanwhile; under load one wake-up serves both
+      // directions' arrivals and releases. Frames still never leave early.
+      if (slack.ns() > 0 && !next.is_infinite()) next = next + slack;
       next = std::min(next, emu.next_event());
       const Duration wait = next.is_infinite() ? Duration::infinite() : next - now;
       if (!relaxed && (wait <= margin || now - last_busy < idle_spin)) {
@@ -444,7 +458,9 @@ int run(const Options& opt) {
       }
       // Past the spin budget, a release within the margin is slept for in
       // full: the frame leaves late (by the wake-up's overshoot), not early.
-      const Duration sleep = relaxed && wait <= margin ? wait : std::min(wait - margin, max_sleep);
+      const Duration sleep = slack.ns() > 0 || (relaxed && wait <= margin)
+                                 ? std::min(wait, max_sleep)
+                                 : std::min(wait - margin, max_sleep);
       pfds.clear();
       for (const auto& b : bells) pfds.push_back(pollfd{b->fd(), POLLIN, 0});
       if (control) control->add_fds(pfds);
@@ -546,6 +562,14 @@ int main(int argc, char** argv) {
   app.add_option("--spin-margin", opt.spin_margin, "wake this long before a release and spin")
       ->capture_default_str();
   app.add_option("--early", opt.early, "release frames at most this early")->capture_default_str();
+  app.add_option("--spin-budget", opt.spin_budget,
+                 "spin at most this long in each 10 ms (0: never; releases then leave late "
+                 "by the timer's overshoot)")
+      ->capture_default_str();
+  app.add_option("--slack", opt.slack,
+                 "let releases leave up to this late, to serve them in the wake-ups that "
+                 "arrivals cause (0: on time, spinning for the last --spin-margin)")
+      ->capture_default_str();
   app.add_option("--idle-spin", opt.idle_spin, "poll this long after the last work before sleeping")
       ->capture_default_str();
   app.add_option("--max-sleep", opt.max_sleep, "longest single sleep")->capture_default_str();
