@@ -142,9 +142,19 @@ class Testbed {
     up_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     error_ =
         r.status == 0 ? "" : "two-site up --hosts qemu --mode " + mode.name + " failed:\n" + r.out;
-    if (r.status == 0) std::cerr << r.out;
+    if (r.status == 0) {
+      std::cerr << r.out;
+      error_ = read_gids();
+    }
     return error_;
   }
+
+  /// rxe0's GID index of a guest's IPv4 address (RoCEv2), as its agent found
+  /// it at boot. Usually 1, but the order of rxe's GIDs depends on when the
+  /// guest's addresses appeared: one boot had an IPv6 GID at index 1 on one
+  /// guest, and perftest refused to connect ("Incompatibility issue with GID
+  /// types").
+  int gid(char site) const { return gid_[site == 'a' ? 0 : 1]; }
 
   void down() {
     if (mode_.empty()) return;
@@ -170,12 +180,29 @@ class Testbed {
  private:
   static std::string base_wan() { return env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%"); }
 
+  std::string read_gids() {
+    std::ifstream state("/run/rowan/two-site/state");
+    gid_[0] = gid_[1] = -1;
+    for (std::string line; std::getline(state, line);) {
+      for (int i = 0; i < 2; ++i) {
+        const std::string key = std::string("guest_") + "ab"[i] + "_gid_ipv4=";
+        if (line.rfind(key, 0) == 0) gid_[i] = std::atoi(line.c_str() + key.size());
+      }
+    }
+    if (gid_[0] < 0 || gid_[1] < 0) return "two-site's state gives no guest GID index";
+    if (gid_[0] != 1 || gid_[1] != 1) {
+      std::cerr << "interop: rxe0 IPv4 GID index " << gid_[0] << " on a, " << gid_[1] << " on b\n";
+    }
+    return "";
+  }
+
   std::unique_ptr<TestbedLock> lock_;
   std::string mode_;
   std::string loss_;
   std::string wan_;
   std::string error_;
   double up_s_ = 0;
+  int gid_[2] = {1, 1};  ///< IPv4 GID index of guest a, b
 };
 
 class TestbedEnvironment : public ::testing::Environment {
@@ -491,12 +518,16 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
   void rc_pingpong(char server_site) {
     const int n = 20 * scale();
     const int size = 4096;
-    const std::string args = "ibv_rc_pingpong -d rxe0 -g 1 -n " + std::to_string(n) + " -s " +
-                             std::to_string(size) + " -c";
+    const char client_site = server_site == 'a' ? 'b' : 'a';
+    const auto args = [&](char site) {
+      return "ibv_rc_pingpong -d rxe0 -g " + std::to_string(Testbed::get().gid(site)) + " -n " +
+             std::to_string(n) + " -s " + std::to_string(size) + " -c";
+    };
     const std::string host = server_site == 'a' ? "198.18.1.10" : "198.18.2.10";
     const GuestRun c =
         pair(std::string("ibv_rc_pingpong ") + (server_site == 'a' ? "b->a" : "a->b"), server_site,
-             args, args + " " + host, false, 2ULL * static_cast<uint64_t>(n) * size);
+             args(server_site), args(client_site) + " " + host, false,
+             2ULL * static_cast<uint64_t>(n) * size);
     EXPECT_NE(c.out.find(std::to_string(n) + " iters in"), std::string::npos)
         << "ibv_rc_pingpong did not report " << n << " iterations:\n"
         << c.out;
@@ -514,11 +545,14 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     // to run, and a guest's ksoftirqd time went with a slow run (on the LAN:
     // 855 ms at 12.7 MB/s, 187 ms at 22.3). A hardware RNIC's transport does
     // not compete with the application's polling. Every mode runs the same.
-    const std::string args = "nice -n 19 " + tool + " -d rxe0 " + (cm ? "" : "-x 1 ") + "-F -n " +
-                             std::to_string(n) + " -s " + std::to_string(size) + " " + extra + " " +
-                             env_or("ROWAN_INTEROP_PERFTEST_ARGS", "");
-    const GuestRun c = pair(tool + (extra.empty() ? "" : " " + extra), 'b', args,
-                            args + " 198.18.2.10", cm, static_cast<uint64_t>(n) * size);
+    const auto args = [&](char site) {
+      return "nice -n 19 " + tool + " -d rxe0 " +
+             (cm ? "" : "-x " + std::to_string(Testbed::get().gid(site)) + " ") + "-F -n " +
+             std::to_string(n) + " -s " + std::to_string(size) + " " + extra + " " +
+             env_or("ROWAN_INTEROP_PERFTEST_ARGS", "");
+    };
+    const GuestRun c = pair(tool + (extra.empty() ? "" : " " + extra), 'b', args('b'),
+                            args('a') + " 198.18.2.10", cm, static_cast<uint64_t>(n) * size);
     // The result row: all iterations done (its bandwidth may read 0.00 under
     // TCG, where perftest's cycle-counter calibration is off).
     std::smatch m;
@@ -595,10 +629,15 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
       "/usr/bin/python3 " + stage_for_guest(source_dir() + "/tests/interop/rkey_error_peer.py");
   const SplitCounters before = split_counters();
   auto srv = std::async(std::launch::async, [&] {
-    return shell(script() + " exec b -- " + quote(py + " server --gid-index 1") + " 2>&1");
+    return shell(script() + " exec b -- " +
+                 quote(py + " server --gid-index " + std::to_string(Testbed::get().gid('b'))) +
+                 " 2>&1");
   });
-  const ShellResult c = shell(script() + " exec a -- " +
-                              quote(py + " client --gid-index 1 --server 198.18.2.10") + " 2>&1");
+  const ShellResult c =
+      shell(script() + " exec a -- " +
+            quote(py + " client --gid-index " + std::to_string(Testbed::get().gid('a')) +
+                  " --server 198.18.2.10") +
+            " 2>&1");
   if (c.status != 0) shell(script() + " exec b -- pkill -f rkey_error_peer >/dev/null 2>&1");
   const ShellResult s = srv.get();
   SplitCounters d = delta(split_counters(), before);
@@ -787,12 +826,14 @@ TEST_P(QpAttrsTest, PerftestWithThemCompletesWithoutRetryErrors) {
   // At least one queue's worth, so perftest keeps the depth (it caps -t at -n).
   const int n = std::max(30 * scale(), depth);
   const int size = 65536;
-  const std::string args = "ib_write_bw -d rxe0 -x 1 -F -n " + std::to_string(n) + " -s " +
-                           std::to_string(size) + " -u " + std::to_string(a.value("timeout", 14)) +
-                           " -t " + std::to_string(depth) + " -m " +
-                           std::to_string(a.value("path_mtu_bytes", 1024));
-  const GuestRun c = pair("ib_write_bw (qp-attrs)", 'b', args, args + " 198.18.2.10", false,
-                          static_cast<uint64_t>(n) * size);
+  const auto args = [&](char site) {
+    return "ib_write_bw -d rxe0 -x " + std::to_string(Testbed::get().gid(site)) + " -F -n " +
+           std::to_string(n) + " -s " + std::to_string(size) + " -u " +
+           std::to_string(a.value("timeout", 14)) + " -t " + std::to_string(depth) + " -m " +
+           std::to_string(a.value("path_mtu_bytes", 1024));
+  };
+  const GuestRun c = pair("ib_write_bw (qp-attrs)", 'b', args('b'), args('a') + " 198.18.2.10",
+                          false, static_cast<uint64_t>(n) * size);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(c.out, m, std::regex(R"(\n\s*65536\s+(\d+)\s+[\d.]+\s+[\d.]+)")))
       << "ib_write_bw printed no result row:\n"

@@ -10,7 +10,9 @@
 // control socket between bursts. When nothing is due it sleeps in ppoll()
 // until the earliest release minus a spin margin, woken early by a frame on
 // either interface (a packet socket per interface that keeps one byte of each
-// frame serves as the doorbell), and spins only for the last margin.
+// frame serves as the doorbell), and spins only for the last margin. With
+// --slack it instead sleeps until the earliest release plus the slack and
+// never spins: releases ride on the wake-ups that arrivals cause.
 #include <arpa/inet.h>
 #include <linux/filter.h>
 #include <linux/if_ether.h>
