@@ -302,7 +302,6 @@ std::optional<double> match_double(const std::string& text, const std::string& p
   return std::nullopt;
 }
 
-// perftest's result row: "#bytes #iterations BW peak BW average MsgRate".
 // The program a guest command line runs (past a leading `nice -n N`).
 std::string program_of(const std::string& cmd) {
   std::istringstream words(cmd);
@@ -316,6 +315,7 @@ std::string program_of(const std::string& cmd) {
   return w;
 }
 
+// perftest's result row: "#bytes #iterations BW peak BW average MsgRate".
 std::optional<double> perftest_mb_per_s(const std::string& out) {
   return match_double(out, R"(\n\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*\n)");
 }
