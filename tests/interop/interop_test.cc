@@ -180,16 +180,18 @@ class Testbed {
  private:
   static std::string base_wan() { return env_or("ROWAN_INTEROP_WAN", "--rtt 20ms --loss 0.1%"); }
 
+  /// The guests' GID indexes from `two-site status --json` (guests.X.gid_ipv4).
   std::string read_gids() {
-    std::ifstream state("/run/rowan/two-site/state");
+    const ShellResult r = shell(script() + " status --json");
+    const json st = json::parse(r.out, nullptr, false);
     gid_[0] = gid_[1] = -1;
-    for (std::string line; std::getline(state, line);) {
-      for (int i = 0; i < 2; ++i) {
-        const std::string key = std::string("guest_") + "ab"[i] + "_gid_ipv4=";
-        if (line.rfind(key, 0) == 0) gid_[i] = std::atoi(line.c_str() + key.size());
+    for (int i = 0; i < 2; ++i) {
+      const json::json_pointer at(std::string("/guests/") + "ab"[i] + "/gid_ipv4");
+      if (r.status == 0 && st.is_object() && st.contains(at) && st[at].is_number()) {
+        gid_[i] = st[at].get<int>();
       }
     }
-    if (gid_[0] < 0 || gid_[1] < 0) return "two-site's state gives no guest GID index";
+    if (gid_[0] < 0 || gid_[1] < 0) return "two-site status --json gives no guest GID index";
     if (gid_[0] != 1 || gid_[1] != 1) {
       std::cerr << "interop: rxe0 IPv4 GID index " << gid_[0] << " on a, " << gid_[1] << " on b\n";
     }
