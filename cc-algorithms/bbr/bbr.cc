@@ -106,6 +106,11 @@ void Bbr::on_idle(TimePoint now) {
 void Bbr::on_ack(const AckEvent& ev) {
   delivered_ += ev.acked_bytes;
   if (ev.round_start) ++round_count_;
+  // The bandwidth filter's window counts rounds outside PROBE_RTT only: at a
+  // 20 ms RTT the 200 ms PROBE_RTT alone is 10 rounds, the whole window, and a
+  // filter that kept counting would forget BtlBw and restart from the 4-packet
+  // rate (BBRv2 keeps its bw_hi across PROBE_RTT for the same reason).
+  if (ev.round_start && mode_ != Mode::kProbeRtt) ++bw_round_count_;
   if (ev.rate.delivered > 0) idle_restart_ = false;
 
   update_bw(ev);
@@ -123,8 +128,10 @@ void Bbr::on_ack(const AckEvent& ev) {
 void Bbr::update_bw(const AckEvent& ev) {
   if (!ev.rate.valid() || ev.rate.delivered == 0) return;
   const BitsPerSec bw = ev.rate.rate();
-  // Only app-limited samples that raise the estimate are taken.
-  if (!ev.rate.is_app_limited || bw >= btl_bw()) bw_filter_.update(bw, round_count_);
+  // Only app-limited samples that raise the estimate are taken, and in
+  // PROBE_RTT (a window of 4 packets) only those too.
+  const bool limited = ev.rate.is_app_limited || mode_ == Mode::kProbeRtt;
+  if (!limited || bw >= btl_bw()) bw_filter_.update(bw, bw_round_count_);
 }
 
 void Bbr::update_ack_aggregation(const AckEvent& ev) {

@@ -26,7 +26,9 @@
 // one round of normal growth, then the old cwnd is restored; after an RTO cwnd drops
 // to 1 packet and regrows by packet conservation (Linux: tcp_enter_loss plus
 // bbr's restore on exit); the long-term policer detector (lt_bw) is not
-// implemented; the PROBE_BW start phase comes from a deterministic
+// implemented; the BtlBw filter's round clock stops during PROBE_RTT (its
+// 200 ms are the whole 10-round window at 20 ms: Linux v1 forgets BtlBw
+// there; BBRv2 keeps bw_hi); the PROBE_BW start phase comes from a deterministic
 // pseudo-random generator seeded by the construction time (simulations repeat
 // exactly); the "TSO" quantum is min(1 ms at the pacing rate, 64 KB).
 //
@@ -119,6 +121,7 @@ class Bbr final : public CongestionController {
   bool has_seen_rtt_ = false;
   Bytes delivered_ = 0;
   uint64_t round_count_ = 0;
+  uint64_t bw_round_count_ = 0;  ///< rounds outside PROBE_RTT (the BtlBw filter's clock)
   // Loss recovery (packet conservation).
   TimePoint recovery_start_;    ///< zero: not in recovery
   TimePoint conservation_end_;  ///< when the packet-conservation round ended

@@ -1,34 +1,39 @@
-// rowan: the project's delay-based congestion control for long-haul links
-// (the flagship; registered as "rowan", kDefaultAlgorithm). The control law,
-// its reasons, parameters and limits are in docs/cc-rowan.md.
+// rowan: the project's congestion control for long-haul links (the flagship;
+// registered as "rowan", kDefaultAlgorithm). The algorithm, its reasons,
+// parameters and measured behaviour are in docs/cc-rowan.md.
 //
-// Follows no single paper; it combines:
-//  - BBR's model (Cardwell et al. 2016, Linux tcp_bbr.c): a per-round
-//    delivery rate, a windowed min RTT and a startup that doubles per round;
-//    pacing is the primary control, cwnd only a bound;
-//  - Swift's delay target with flow scaling (Kumar et al., SIGCOMM'20): a
-//    per-flow target queueing delay that is larger for flows with a smaller
-//    share, corrections normalized by the total delay;
-//  - Copa's standing RTT (min over the last srtt/4) and velocity (NSDI'18),
-//    to ignore ACK-compression noise and to refill freed capacity quickly.
-// The rate is re-anchored once per round trip on the delivery rate the
-// bottleneck actually gave the flow (damping), then moved by a term
-// proportional to the queueing-delay error: a sub-linear increase
-// (∝ √(rate·capacity)) below target and a proportional decrease (∝ rate)
-// above it, which together converge to equal rates independently of RTT.
-// Random loss is ignored; loss reacts only with a queue well above target or
-// when a round loses more than `heavy_loss`. PathHints (link rate, base RTT)
-// start the flow at a fraction of the link rate, cap its rate at the link
-// rate and anchor the base RTT.
+// The rate comes from a model; delay bounds the queue.
+//  - The model is BBR's (Cardwell et al. 2016, Linux tcp_bbr.c): the
+//    windowed-max delivery rate `bw` over 10 rounds, the windowed-min RTT
+//    over 10 s, and the ACK-aggregation allowance (`extra_acked`). Startup,
+//    drain, the cwnd bound and the pacing quantum are sized from it.
+//  - Delay bounds the standing queue while the queue answers to us (the
+//    "delay" mode): once per round, the round's least RTT minus the min RTT
+//    is the standing queue `q` (a min over a round is blind to jitter, ACK
+//    compression and late wake-ups that hit only some samples). Above the
+//    per-flow target the rate is cut towards what the path delivered, below
+//    it the rate grows (Swift's flow-scaled target and √ increase: flows
+//    converge to equal shares at a short queue).
+//  - Delay is not the only signal. A queue that does not shrink while the
+//    flow cuts is not this flow's to control: measurement noise the round
+//    minimum does not remove, or a buffer-filling competitor (Arun et al.,
+//    "Starvation in End-to-End Congestion Control", SIGCOMM 2022: a
+//    controller that bounds delay starves when non-congestive delay varies
+//    more than its delay range). The flow then switches to the "model"
+//    mode (Copa's mode switching; the elasticity test of Nimbus in its
+//    simplest form): pace at the model's rate with BBR's probing cycle and a
+//    2-BDP cwnd, which holds a share against loss-based traffic and cannot
+//    starve on noise. It returns to delay mode after a few rounds with the
+//    queue back at target (the competition left, the noise calmed).
+//  - Random loss is not congestion; a round that loses more than
+//    `heavy_loss` (a policer, a broken link) cuts the rate.
+//  - PathHints seed the startup rate and the first RTT only: a hint that is
+//    wrong by ±50 % costs at most a slower start, never a capped rate.
 //
-// Units of state: rates BitsPerSec (uint64 bit/s), times Duration/TimePoint
-// (int64 ns), byte counts Bytes (uint64), gains fixed point with 16
-// fractional bits (kOne = 65536). Every product of two of these goes through
-// 128-bit integers; no floating point on the ACK path. Ranges: rate ≤ 1.8e19
-// bit/s, RTT ≤ 292 years; the arithmetic is exact to 1 bit/s and 1 ns over
-// 100 Mbit/s–400 Gbit/s × 0.1–200 ms (tested at the corners).
-//
-// Parameters: see Rowan::Config and docs/cc-rowan.md.
+// Units: rates BitsPerSec (uint64 bit/s), times Duration/TimePoint (int64
+// ns), windows Bytes; products go through units.h's 128-bit helpers, so
+// 400 Gbit/s × 200 ms is exact. Gains are doubles, used once per round and
+// per ACK on a handful of multiplications (as bbr.cc).
 #pragma once
 
 #include <cstdint>
@@ -40,27 +45,29 @@ namespace rowan::cc {
 
 class Rowan final : public CongestionController {
  public:
-  /// Gains and fractions are fixed point: value / 65536.
-  static constexpr uint32_t kOne = 1U << 16;
-
   struct Config {
-    Duration target_queue = Duration::from_us(100);  ///< target queueing delay of a flow alone
+    Duration target_queue = Duration::from_us(250);  ///< delay-mode target of a flow alone
     Duration fs_range = Duration::from_us(500);      ///< extra target for a flow with ~0 share
-    uint32_t gain_up = kOne / 2;           ///< increase gain (× √(rate·capacity) × error/RTT)
-    uint32_t gain_down = kOne / 2;         ///< decrease gain (× rate × error/RTT)
-    uint32_t max_decrease = kOne / 2;      ///< largest multiplicative cut per round
-    uint32_t heavy_loss = kOne / 10;       ///< per-round loss ratio treated as congestion
-    uint32_t loss_cut = kOne * 85 / 100;   ///< factor on loss with a queue, or on heavy loss
-    uint32_t startup_fraction = kOne / 8;  ///< initial rate / link rate when hinted
-    uint32_t cwnd_gain = 2 * kOne;         ///< cwnd = gain × rate × (base RTT + target)
-    uint32_t max_rate_factor = kOne;       ///< rate cap / hinted link rate
+    double gain_up = 0.5;       ///< delay-mode increase gain (× √(rate·capacity) × error/RTT)
+    double gain_down = 0.5;     ///< delay-mode decrease gain (× rate × error/RTT)
+    double max_decrease = 0.5;  ///< largest cut per round
+    double heavy_loss = 0.1;    ///< per-round loss ratio treated as congestion
+    double loss_cut = 0.85;     ///< factor on heavy loss
+    double startup_fraction = 0.125;  ///< initial rate / hinted link rate
+    double high_gain = 2.885;         ///< startup pacing and cwnd gain (2/ln 2)
+    double cwnd_gain = 2.0;           ///< cwnd bound in model BDPs
+    double probe_gain = 1.25;         ///< model-mode probing pacing gain
+    uint32_t probe_rounds = 8;        ///< model-mode cycle length in rounds (one probes)
+    uint32_t inelastic_rounds = 4;    ///< cutting rounds without a shrinking queue → model mode
+    uint32_t calm_rounds = 4;         ///< rounds at target in model mode → delay mode
+    uint32_t bw_window_rounds = 10;   ///< delivery-rate max filter window
     Duration min_rtt_window = Duration::from_s(10);
-    uint32_t rebase_rounds = 16;  ///< rounds of unmoving "queue" before it is taken as path delay
     uint32_t initial_cwnd_packets = 10;
   };
   static Config parse(const CcParams& params);
 
-  enum class Phase : uint8_t { kStartup, kSteady };
+  enum class Phase : uint8_t { kStartup, kDrain, kSteady };
+  enum class Mode : uint8_t { kDelay, kModel };
 
   Rowan(const Clock& clock, const PathHints& hints, const Config& config);
 
@@ -68,89 +75,99 @@ class Rowan final : public CongestionController {
   void on_packet_sent(const SentEvent& ev) override;
   void on_ack(const AckEvent& ev) override;
   void on_rto(TimePoint now) override;
-  void on_spurious_loss(TimePoint now) override;
   void on_idle(TimePoint now) override;
   Bytes cwnd() const override { return cwnd_; }
-  BitsPerSec pacing_rate() const override { return rate_; }
+  BitsPerSec pacing_rate() const override { return pacing_; }
   Bytes send_quantum() const override;
 
   // Introspection for tests and metrics.
   Phase phase() const { return phase_; }
+  Mode mode() const { return mode_; }
+  /// The delay mode's control rate (the pacing rate outside probing).
   BitsPerSec rate() const { return rate_; }
-  Duration base_rtt() const { return base_rtt_; }
+  /// The model: windowed-max delivery rate and windowed-min RTT.
+  BitsPerSec bw() const { return bw_max_.get(); }
+  Duration min_rtt() const { return min_rtt_.get(); }
+  /// The last round's standing queue (its least RTT − the min RTT).
   Duration queue_delay() const { return queue_; }
   /// This flow's current target queueing delay (target_queue + flow scaling).
   Duration target() const;
-  /// The part of the target that covers RTT measurement noise (0 on a
-  /// noiseless path).
-  Duration noise_floor() const;
-  /// The most RTT noise a path with base RTT `base` may claim as target:
-  /// min(base/40 + 750 us, base/4), within the queueing budget 0.05·base + 1 ms.
-  static Duration noise_ceiling(Duration base);
-  /// The capacity the flow scales against: the hinted link rate, or the
-  /// windowed-max delivery rate.
+  /// The capacity the flow scales its target and increase against: the
+  /// larger of the hinted link rate and the model's bw.
   BitsPerSec capacity() const;
-  BitsPerSec delivery_rate() const { return last_delivery_rate_; }
+  Bytes extra_acked() const { return std::max(extra_acked_[0], extra_acked_[1]); }
+  /// Mode switches so far (delay → model and back).
+  uint64_t mode_switches() const { return mode_switches_; }
+  /// How much the standing queue jumps between rounds (EWMA of |Δ²q|/2).
+  Duration delay_noise() const { return noise_; }
 
  private:
-  void update_rtt(const AckEvent& ev);
+  void update_model(const AckEvent& ev);
+  void update_ack_aggregation(const AckEvent& ev);
   void end_round(const AckEvent& ev);
-  /// One control step. `accepted`: the rate the path took from us last
-  /// round (delivered + randomly lost); `delivered`: acked bytes only.
-  void steady_update(BitsPerSec accepted, BitsPerSec delivered, bool app_limited, uint64_t lost,
-                     uint64_t acked);
-  void exit_startup(BitsPerSec delivered);
-  void set_cwnd();
-  BitsPerSec cap(BitsPerSec r) const;
+  void update_noise();
+  void delay_round(BitsPerSec delivered, bool app_limited, bool heavy);
+  void model_round(bool heavy);
+  void enter_steady(TimePoint now);
+  void enter_mode(Mode m);
+  void advance_cycle(const AckEvent& ev);
+  void set_outputs();
+  Bytes bdp(BitsPerSec rate, double gain) const;
+  Duration rtt_or_hint() const;
+  BitsPerSec floor_rate() const;
 
   Config config_;
   Bytes mss_;
   Phase phase_ = Phase::kStartup;
-  BitsPerSec rate_;
-  Bytes cwnd_;
-  // RTT state.
-  Duration srtt_;
-  Duration recent_rtt_[3];  ///< the three previous RTT samples, oldest first (median-of-3
-                            ///< for the base RTT, min-of-4 for startup's overshoot)
-  Duration recent_min_rtt_ = Duration::infinite();  ///< least of the last four samples
-  Duration rtt_noise_;  ///< mean excess of the standing RTT over the round's min
-  Duration base_rtt_;   ///< propagation estimate: min RTT (hint-aware)
+  Mode mode_ = Mode::kDelay;
+  BitsPerSec rate_;    ///< delay mode's control variable
+  BitsPerSec pacing_;  ///< output
+  Bytes cwnd_;         ///< output
+  BitsPerSec initial_rate_;
+  // The model.
+  RoundMaxFilter<BitsPerSec> bw_max_;
   TimeMinFilter<Duration, TimePoint, Duration> min_rtt_;
-  TimeMinFilter<Duration, TimePoint, Duration> standing_rtt_;
-  Duration queue_;  ///< standing RTT − base RTT
+  uint64_t rounds_ = 0;
   // Per-round accumulation.
   TimePoint round_start_time_;
   Bytes round_acked_ = 0;
-  Bytes round_lost_ = 0;
   uint64_t round_acked_pkts_ = 0;
   uint64_t round_lost_pkts_ = 0;
   Duration round_min_rtt_ = Duration::infinite();
   bool round_app_limited_ = false;
-  BitsPerSec last_delivery_rate_;
-  RoundMaxFilter<BitsPerSec> max_bw_;
-  uint64_t rounds_ = 0;
+  Duration queue_;
+  bool queue_valid_ = false;
+  Duration prev_queue_;
+  bool prev_queue_valid_ = false;
+  Duration prev_delta_;
+  bool prev_delta_valid_ = false;
+  Duration noise_;  ///< EWMA of the standing queue's round-to-round jumps
   // Startup plateau detection (BBR full_bw).
   BitsPerSec full_bw_;
   uint32_t full_bw_count_ = 0;
-  // Velocity: consecutive rounds with an empty queue.
-  uint32_t empty_rounds_ = 0;
-  // Base-RTT re-estimation: rounds the queue stayed put above target.
-  uint32_t stuck_rounds_ = 0;
-  Duration stuck_queue_;
-  bool hint_off_ = false;
-  // The least round-minimum RTT of startup, and the base-RTT floor it
-  // proved (zero: the hint alone); see exit_startup.
-  Duration startup_min_rtt_ = Duration::infinite();
-  Duration proven_base_;
-  // Feedback-loop gating: the time of the last rate change, whether an RTT
-  // sample of a packet sent after it arrived, and what was held back meanwhile.
-  TimePoint last_change_;
-  bool fresh_ = false;
-  uint64_t pending_lost_ = 0;
-  uint64_t pending_acked_ = 0;  ///< the hinted base RTT proved wrong (route change)
-  // Undo of a loss cut.
-  BitsPerSec rate_before_loss_cut_;
-  bool can_undo_ = false;
+  // Delay mode: velocity, and the elasticity test.
+  uint32_t low_rounds_ = 0;   ///< consecutive rounds with the queue well below target
+  uint32_t velocity_ = 1;     ///< increase multiplier (doubles while the queue stays low)
+  uint32_t pressure_ = 0;     ///< cutting rounds since the queue was last at target
+  Duration pressure_q0_;      ///< the queue when that run of cuts began
+  BitsPerSec pressure_rate0_; ///< the rate when that run of cuts began
+  bool draining_ = false;
+  uint32_t skip_ = 0;  ///< delay-mode rounds not judged (their samples are a drain's or a switch's)
+  // Model mode: the probing cycle and the way back.
+  uint32_t cycle_idx_ = 0;
+  TimePoint cycle_stamp_;
+  uint32_t calm_ = 0;
+  uint32_t model_rounds_ = 0;    ///< rounds since model mode began
+  uint32_t trial_interval_ = 64;  ///< model-mode rounds before a delay-mode trial
+  bool trial_ = false;            ///< delay mode is on trial (entered from model mode)
+  uint32_t rng_;
+  uint64_t mode_switches_ = 0;
+  // ACK aggregation (Linux bbr_update_ack_aggregation).
+  TimePoint ack_epoch_stamp_;
+  Bytes ack_epoch_acked_ = 0;
+  Bytes extra_acked_[2] = {0, 0};
+  uint32_t extra_acked_rounds_ = 0;
+  int extra_acked_idx_ = 0;
 };
 
 // Per-flow state is fixed-size and small (no allocation per flow).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/clock.h"
 #include "codec/bytes.h"
 #include "io/af_packet_ring.h"
 
@@ -312,6 +313,11 @@ size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noex
     const auto want = static_cast<uint16_t>(std::min<size_t>(kBurst, bufs.size() - filled));
     const uint16_t n = port_.rx(pkts, want);
     if (n == 0) break;
+    // The burst's arrival time, read as it comes off the queue: the
+    // transport measures RTTs and ACK hold times from it, not from when the
+    // loop gets to each datagram (the DPDK side of the UDP backend's kernel
+    // receive timestamps).
+    const TimePoint burst_time = MonotonicClock().now();
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* m = pkts[i];
       const uint32_t len = rte_pktmbuf_data_len(m);
@@ -351,6 +357,7 @@ size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noex
           std::memcpy(b.data, payload, plen);
           b.len = plen;
           b.ecn = ecn;
+          b.rx_time = burst_time;
           ++filled;
           ++stats_.rx_packets;
           stats_.rx_bytes += plen;
