@@ -243,9 +243,9 @@ void Rowan::end_round(const AckEvent& ev) {
 
 void Rowan::update_noise() {
   // How much the round's standing queue moves from one round to the next
-  // (EWMA 1/8 of half the second difference of q), over rounds this flow did not shape itself (probes,
-  // their drains, min-RTT drains). A queue moves smoothly; jitter, late
-  // wake-ups and ACK compression make the round minimum jump.
+  // (EWMA 1/8 of half the second difference of q), over rounds this flow did not shape itself
+  // (probes, their drains, min-RTT drains). A queue moves smoothly; jitter, late wake-ups and ACK
+  // compression make the round minimum jump.
   const bool own = (mode_ == Mode::kModel && cycle_idx_ < 3) ||
                    (mode_ == Mode::kDelay && (draining_ || skip_ > 0));
   if (!queue_valid_ || own) {
@@ -347,8 +347,8 @@ void Rowan::delay_round(BitsPerSec delivered, bool app_limited, bool heavy) {
     }
     const double c = static_cast<double>(capacity().bps());
     const double root = std::sqrt(static_cast<double>(anchor.bps()) * c);
-    const double inc = config_.gain_up * root * velocity_ * static_cast<double>((t - q).ns()) /
-                       total;
+    const double inc =
+        config_.gain_up * root * velocity_ * static_cast<double>((t - q).ns()) / total;
     rate_ = BitsPerSec::from_bps(anchor.bps() + static_cast<uint64_t>(inc));
   }
   // ... and never more than twice what the path delivered.
@@ -422,8 +422,9 @@ void Rowan::advance_cycle(const AckEvent& ev) {
     // Probe until in-flight reaches probe_gain × BDP or there is loss, for
     // two round trips at most (an app-limited flow never reaches it).
     const bool too_long = ev.now - cycle_stamp_ > rtt_or_hint() * 2;
-    next = too_long || (full_length && (ev.lost_bytes > 0 ||
-                                        ev.prior_in_flight >= bdp(bw_max_.get(), config_.probe_gain)));
+    next = too_long ||
+           (full_length &&
+            (ev.lost_bytes > 0 || ev.prior_in_flight >= bdp(bw_max_.get(), config_.probe_gain)));
   } else if (cycle_idx_ == 1) {
     next = full_length || ev.prior_in_flight <= bdp(bw_max_.get(), 1.0);
   } else {

@@ -146,18 +146,18 @@ class Rowan final : public CongestionController {
   BitsPerSec full_bw_;
   uint32_t full_bw_count_ = 0;
   // Delay mode: velocity, and the elasticity test.
-  uint32_t low_rounds_ = 0;   ///< consecutive rounds with the queue well below target
-  uint32_t velocity_ = 1;     ///< increase multiplier (doubles while the queue stays low)
-  uint32_t pressure_ = 0;     ///< cutting rounds since the queue was last at target
-  Duration pressure_q0_;      ///< the queue when that run of cuts began
-  BitsPerSec pressure_rate0_; ///< the rate when that run of cuts began
+  uint32_t low_rounds_ = 0;    ///< consecutive rounds with the queue well below target
+  uint32_t velocity_ = 1;      ///< increase multiplier (doubles while the queue stays low)
+  uint32_t pressure_ = 0;      ///< cutting rounds since the queue was last at target
+  Duration pressure_q0_;       ///< the queue when that run of cuts began
+  BitsPerSec pressure_rate0_;  ///< the rate when that run of cuts began
   bool draining_ = false;
   uint32_t skip_ = 0;  ///< delay-mode rounds not judged (their samples are a drain's or a switch's)
   // Model mode: the probing cycle and the way back.
   uint32_t cycle_idx_ = 0;
   TimePoint cycle_stamp_;
   uint32_t calm_ = 0;
-  uint32_t model_rounds_ = 0;    ///< rounds since model mode began
+  uint32_t model_rounds_ = 0;     ///< rounds since model mode began
   uint32_t trial_interval_ = 64;  ///< model-mode rounds before a delay-mode trial
   bool trial_ = false;            ///< delay mode is on trial (entered from model mode)
   uint32_t rng_;

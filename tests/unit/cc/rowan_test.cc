@@ -59,7 +59,6 @@ struct Driver {
   }
 };
 
-
 // Runs `d` until the flow leaves startup and drain, offering at most `link`.
 void settle(Rowan& r, Driver& d, BitsPerSec link, int rounds = 40) {
   for (int i = 0; i < rounds && r.phase() != Rowan::Phase::kSteady; ++i)
