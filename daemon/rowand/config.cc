@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -98,11 +99,13 @@ bool Prefix::overlaps(const Prefix& o) const {
   return o.addr.version == addr.version && same_bits(addr, o.addr, std::min(len, o.len));
 }
 
-std::string Prefix::to_string() const { return ip_to_string(addr) + "/" + std::to_string(len); }
+// fmt rather than std::string's operator+: GCC 12 at -O3 reports a false
+// -Wrestrict inside the inlined operator+ (GCC bug 105329).
+std::string Prefix::to_string() const { return fmt::format("{}/{}", ip_to_string(addr), len); }
 
 std::string SockAddr::to_string() const {
-  if (addr.version == 6) return "[" + ip_to_string(addr) + "]:" + std::to_string(port);
-  return ip_to_string(addr) + ":" + std::to_string(port);
+  if (addr.version == 6) return fmt::format("[{}]:{}", ip_to_string(addr), port);
+  return fmt::format("{}:{}", ip_to_string(addr), port);
 }
 
 const char* to_string(RouteMode m) {
@@ -111,8 +114,6 @@ const char* to_string(RouteMode m) {
       return "passthrough";
     case RouteMode::kSplit:
       return "split";
-    case RouteMode::kDirect:
-      return "direct";
   }
   return "?";
 }
@@ -460,7 +461,7 @@ struct LinkPos {
   Pos name, device, bind;
 };
 struct PeerPos {
-  Pos name, endpoint;
+  Pos table, name, endpoint;
 };
 struct RoutePos {
   Pos prefix, peer;
@@ -560,7 +561,8 @@ std::string check_lcores(const std::string& text) {
   if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
   std::string avail;
   for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) avail += (avail.empty() ? "" : ",") + std::to_string(c);
+    if (CPU_ISSET(c, &allowed))
+      fmt::format_to(std::back_inserter(avail), "{}{}", avail.empty() ? "" : ",", c);
   }
   for (unsigned c : cpus_used) {
     if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) {
@@ -721,6 +723,14 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   r.duration("wake_coalesce", local.wake_coalesce, Duration::zero(), Duration::from_ms(10));
   r.boolean("insecure", local.insecure);
   r.str("private_key_file", local.private_key_file);
+  if (!local.insecure && local.private_key_file.empty()) {
+    const toml::node* kn = r.get("private_key_file");
+    if (kn == nullptr || kn->is_string()) {
+      errors.add(kn != nullptr ? pos_of(*kn) : r.pos(),
+                 "local.private_key_file is required unless local.insecure = true (create one "
+                 "with `rowanctl genkey`)");
+    }
+  }
   r.finish();
 }
 
@@ -808,14 +818,14 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
 }
 
 void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<PeerPos>& peer_pos,
-                const WanConfig& wan, Errors& errors) {
+                const WanConfig& wan, bool insecure, Errors& errors) {
   std::map<std::string, Pos> seen;
   std::vector<std::pair<SockAddr, Pos>> endpoints;
   each_table(root, "peer", [&](const toml::table& pt) {
     TableReader r(&pt, "peer.", errors);
     PeerConfig peer;
     PeerPos pp;
-    pp.name = pp.endpoint = r.pos();
+    pp.table = pp.name = pp.endpoint = r.pos();
     r.require("name");
     r.require("endpoint");
     const toml::node* n = nullptr;
@@ -892,7 +902,13 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
                                peer.endpoint.addr.version, peer.endpoint.to_string()));
       }
     }
-    if (const std::string* s = r.string_node("public_key", &n)) {
+    if (const std::string* s = r.string_node("public_key", &n); s == nullptr) {
+      if (!insecure && r.get("public_key") == nullptr) {
+        errors.add(pp.table,
+                   "peer.public_key is required unless local.insecure = true (the peer's "
+                   "`rowanctl pubkey`)");
+      }
+    } else {
       if (!crypto::key_from_base64(*s)) {
         r.error(n, "public_key",
                 fmt::format("{} is not an X25519 public key (44 base64 characters, as printed by "
@@ -937,10 +953,12 @@ void read_routes(TableReader& root, std::vector<RouteConfig>& routes,
       } else if (*s == "split") {
         route.mode = RouteMode::kSplit;
       } else if (*s == "direct") {
-        route.mode = RouteMode::kDirect;
-      } else {
         r.error(n, "mode",
-                fmt::format("{} is not \"passthrough\", \"split\" or \"direct\"", quote_text(*s)));
+                "'direct' is not a rowand mode: a prefix without a gateway function is routed "
+                "by the kernel (leave it out of rowand's routes); use \"passthrough\" or "
+                "\"split\"");
+      } else {
+        r.error(n, "mode", fmt::format("{} is not \"passthrough\" or \"split\"", quote_text(*s)));
       }
     }
     r.finish();
@@ -1075,9 +1093,52 @@ void read_log(TableReader& root, LogConfig& log, Errors& errors) {
   r.finish();
 }
 
+// What rowand opens for each peer (gateway.cc): the socket or DPDK port of the
+// peer's first link. Two peers on one link would bind the same address and
+// port (udp: EADDRINUSE at start-up) or share a port that answers one peer
+// (dpdk); a dpdk link carries IPv4 only, an MTU up to 9000, and reaches its
+// peer on its subnet or through next_hop (dpdk_wan_io.cc).
+void check_peer_links(const GatewayConfig& cfg, const std::vector<PeerPos>& peer_pos,
+                      Errors& errors) {
+  std::map<std::string, size_t> first_user;  // link name -> index of the first peer on it
+  for (size_t i = 0; i < cfg.peers.size(); ++i) {
+    const PeerConfig& p = cfg.peers[i];
+    if (p.links.empty() || p.name.empty()) continue;
+    const WanLinkConfig* link = cfg.find_link(p.links.front());
+    if (link == nullptr) continue;
+    auto [it, fresh] = first_user.emplace(link->name, i);
+    if (!fresh) {
+      const PeerConfig& other = cfg.peers[it->second];
+      errors.add(
+          peer_pos[i].table,
+          fmt::format(
+              "peer {}: would bind the same {} as peer {} (at {}): link {} ({}); "
+              "rowand opens one per peer, so give each peer its own [[wan.link]]",
+              quote_text(p.name), link->backend == WanBackend::kDpdk ? "DPDK port" : "UDP socket",
+              quote_text(other.name), at(peer_pos[it->second].table), quote_text(link->name),
+              link->backend == WanBackend::kDpdk ? link->device : link->bind.to_string()));
+    }
+    if (link->backend != WanBackend::kDpdk || p.endpoint.addr.version == 0) continue;
+    if (p.endpoint.addr.version != 4) {
+      errors.add(peer_pos[i].endpoint,
+                 fmt::format("peer.endpoint: {} is IPv6, but the dpdk link {} carries IPv4 only",
+                             p.endpoint.to_string(), quote_text(link->name)));
+    } else if (!link->next_hop && link->bind.addr.version == 4 &&
+               !Prefix{link->bind.addr, link->prefix_len}.contains(p.endpoint.addr)) {
+      errors.add(peer_pos[i].endpoint,
+                 fmt::format("peer.endpoint: {} is not on the dpdk link {}'s subnet {} and the "
+                             "link has no next_hop",
+                             p.endpoint.to_string(), quote_text(link->name),
+                             network_of({link->bind.addr, link->prefix_len}).to_string()));
+    }
+  }
+}
+
 // Checks across sections, on the parsed values.
 void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
-                 const std::vector<RoutePos>& route_pos, bool have_wan_table, Errors& errors) {
+                 const std::vector<PeerPos>& peer_pos, const std::vector<RoutePos>& route_pos,
+                 bool have_wan_table, Errors& errors) {
+  check_peer_links(cfg, peer_pos, errors);
   // Links: names, binds and devices unique.
   for (size_t i = 0; i < cfg.wan.links.size(); ++i) {
     const WanLinkConfig& a = cfg.wan.links[i];
@@ -1099,6 +1160,15 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
                    fmt::format("wan.link.device: {} is already used by the link at {}",
                                quote_text(a.device), at(link_pos[j].device)));
       }
+    }
+    if (a.backend == WanBackend::kDpdk && a.bind.addr.version == 6) {
+      errors.add(link_pos[i].bind,
+                 fmt::format("wan.link.bind: {} is IPv6, but the dpdk backend carries IPv4 only",
+                             a.bind.to_string()));
+    }
+    if (a.backend == WanBackend::kDpdk && a.mtu > 9000) {
+      errors.add(link_pos[i].name,
+                 fmt::format("wan.link.mtu: {} is above the dpdk backend's 9000", a.mtu));
     }
     if (!a.device.empty() && a.device == cfg.local.device) {
       errors.add(link_pos[i].device, fmt::format("wan.link.device: {} is the local port's device",
@@ -1149,7 +1219,8 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
   }
 }
 
-GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors& errors) {
+GatewayConfig parse_tree(const toml::table& doc, const std::string& path, bool check_files,
+                         Errors& errors) {
   GatewayConfig cfg;
   cfg.path = path;
   TableReader root(&doc, "", errors);
@@ -1159,7 +1230,7 @@ GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors
   read_eal(root, cfg.eal, errors);
   read_local(root, cfg.local, errors);
   read_wan(root, cfg.wan, link_pos, errors);
-  read_peers(root, cfg.peers, peer_pos, cfg.wan, errors);
+  read_peers(root, cfg.peers, peer_pos, cfg.wan, cfg.local.insecure, errors);
   read_routes(root, cfg.routes, route_pos, errors);
   read_cc(root, cfg.cc, errors);
   read_control(root, cfg.control, errors);
@@ -1172,18 +1243,29 @@ GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors
       cfg.local.private_key_file = path.substr(0, slash + 1) + cfg.local.private_key_file;
     }
   }
-  cross_check(cfg, link_pos, route_pos, doc.get("wan") != nullptr, errors);
+  cross_check(cfg, link_pos, peer_pos, route_pos, doc.get("wan") != nullptr, errors);
+  if (check_files && !cfg.local.insecure && !cfg.local.private_key_file.empty()) {
+    // What start-up does with the key file (crypto/keys.h): readable by the
+    // owner only, and a key.
+    try {
+      (void)crypto::load_private_key_file(cfg.local.private_key_file);
+    } catch (const std::exception& e) {
+      const toml::node* kn = doc["local"]["private_key_file"].node();
+      errors.add(kn != nullptr ? pos_of(*kn) : Pos{},
+                 fmt::format("local.private_key_file: {}", e.what()));
+    }
+  }
   return cfg;
 }
 
 }  // namespace
 
-GatewayConfig parse_config(std::string_view text, const std::string& path) {
+GatewayConfig parse_config(std::string_view text, const std::string& path, bool check_files) {
   Errors errors(path);
   GatewayConfig cfg;
   try {
     toml::table doc = toml::parse(text, path);
-    cfg = parse_tree(doc, path, errors);
+    cfg = parse_tree(doc, path, check_files, errors);
   } catch (const toml::parse_error& e) {
     errors.add(pos_of(e.source()), std::string(e.description()));
   } catch (const std::exception& e) {
@@ -1209,7 +1291,7 @@ GatewayConfig load_config(const std::string& path) {
     throw ConfigError(
         {fmt::format("{}:1:1: cannot read the file: {}", path, std::strerror(errno))});
   }
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, /*check_files=*/true);
 }
 
 // ---------------------------------------------------------------------------

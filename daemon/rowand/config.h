@@ -103,7 +103,10 @@ struct PeerConfig {
   std::string public_key;          ///< the peer's X25519 public key (base64, 44 characters)
 };
 
-enum class RouteMode : uint8_t { kPassthrough, kSplit, kDirect };
+/// How a route's packets cross the WAN (ARCHITECTURE.md, "Modes of a route").
+/// There is no "direct" mode in rowand: a prefix with no gateway function is
+/// routed by the host's kernel, not given to rowand.
+enum class RouteMode : uint8_t { kPassthrough, kSplit };
 const char* to_string(RouteMode m);
 
 struct RouteConfig {
@@ -157,10 +160,17 @@ class ConfigError : public std::runtime_error {
   std::vector<std::string> errors_;
 };
 
-/// Parses and validates `path`. Throws ConfigError (never partially applies).
+/// Parses and validates `path`, with every check start-up makes before it
+/// opens anything: the text, the values, the sections against each other
+/// (peers that would share a socket, routes, links) and the private key file
+/// (readable by its owner only, a key). Throws ConfigError (never partially
+/// applies).
 GatewayConfig load_config(const std::string& path);
 /// The same from text, `path` only naming it in messages (tests, fuzzing).
-GatewayConfig parse_config(std::string_view text, const std::string& path);
+/// Files the config names (local.private_key_file) are only read with
+/// `check_files`.
+GatewayConfig parse_config(std::string_view text, const std::string& path,
+                           bool check_files = false);
 
 /// The prefix with its host bits cleared (198.18.1.1/24 -> 198.18.1.0/24).
 Prefix network_of(const Prefix& p);

@@ -11,6 +11,7 @@
 
 #include "codec/bytes.h"
 #include "registry.h"
+#include "rowan/build_version.h"
 
 namespace rowan::gw {
 namespace {
@@ -100,10 +101,10 @@ void ipv6_header(uint8_t* ip, uint16_t plen, const uint8_t* src, const uint8_t* 
 }  // namespace
 
 const char* const kDropNames[] = {
-    "runt_frame",       "not_for_us", "unsupported_l2",   "malformed_ip", "malformed_arp",
-    "to_gateway",       "no_route",   "mode_unsupported", "oversize",     "malformed_roce",
-    "flow_table_full",  "backlog",    "peer_down",        "bad_record",   "not_local",
-    "neighbor_pending", "no_mbuf",    "local_tx_full",
+    "runt_frame", "not_for_us",    "unsupported_l2", "malformed_ip",   "malformed_arp",
+    "to_gateway", "no_route",      "oversize",       "malformed_roce", "flow_table_full",
+    "backlog",    "peer_down",     "bad_record",     "not_local",      "neighbor_pending",
+    "no_mbuf",    "local_tx_full",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
 
@@ -219,6 +220,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   site6_.addr = cfg.local.address6;  // version 0 (none): contains() nothing
   site6_.len = cfg.local.prefix_len6;
   const TimePoint now = clock.now();
+  started_ = now;
   crypto::Key private_key{};
   if (!cfg.local.insecure) {
     if (cfg.local.private_key_file.empty()) {
@@ -585,10 +587,6 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
   const Route* r = lookup(dst);
   if (r == nullptr) {
     drop(Drop::kNoRoute, m);
-    return;
-  }
-  if (r->mode == RouteMode::kDirect) {
-    drop(Drop::kModeUnsupported, m);
     return;
   }
   // kSplit: every flow starts in passthrough (ARCHITECTURE.md) until the
@@ -1172,7 +1170,10 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                        {"peer", peers_[r.peer]->cfg.name},
                        {"mode", to_string(r.mode)}});
   }
-  J status{{"local", J{{"device", cfg_.local.device},
+  J status{{"version", ROWAN_BUILD_VERSION},
+           {"uptime_s", (now - started_).seconds()},
+           {"config", cfg_.path},
+           {"local", J{{"device", cfg_.local.device},
                        {"address",
                         ip_text(cfg_.local.address) + "/" + std::to_string(cfg_.local.prefix_len)},
                        {"mac", mac_text(mac_)},

@@ -54,11 +54,10 @@ enum class Drop : uint8_t {
   kUnsupportedL2,  ///< VLAN-tagged or an unknown ethertype
   kMalformedIp,    ///< bad version, header or lengths
   kMalformedArp,
-  kToGateway,        ///< addressed to the gateway itself (not served)
-  kNoRoute,          ///< no [[route]] covers the destination
-  kModeUnsupported,  ///< route mode this build does not carry
-  kOversize,         ///< larger than [local] mtu
-  kMalformedRoce,    ///< UDP/4791 that does not parse as RoCEv2
+  kToGateway,      ///< addressed to the gateway itself (not served)
+  kNoRoute,        ///< no [[route]] covers the destination
+  kOversize,       ///< larger than [local] mtu
+  kMalformedRoce,  ///< UDP/4791 that does not parse as RoCEv2
   kFlowTableFull,
   kBacklog,          ///< the peer's send buffer is full
   kPeerDown,         ///< no transport to the route's peer
@@ -253,6 +252,7 @@ class Gateway {
   uint32_t txq_head_ = 0, txq_len_ = 0;
   std::vector<uint8_t> scratch_;  ///< one record being assembled or sent
 
+  TimePoint started_;  ///< construction: `status` reports the uptime from it
   TimePoint next_housekeeping_;
   TimePoint window_start_;
   uint64_t window_total_ = 0, last_window_total_ = 0;

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -36,6 +37,8 @@
 #include "idle_policy.h"
 #include "io/af_packet_ring.h"
 #include "metrics.h"
+#include "reload.h"
+#include "rowan/build_version.h"
 #include "telemetry.h"
 
 namespace {
@@ -98,20 +101,50 @@ extern "C" void on_signal(int sig) {
 
 class Handler final : public rowan::gw::ControlHandler {
  public:
-  explicit Handler(const rowan::gw::Gateway& gw) : gw_(gw) {}
+  Handler(const rowan::gw::Gateway& gw, rowan::gw::ReloadRequests& reloads)
+      : gw_(gw), reloads_(reloads) {}
   nlohmann::ordered_json handle(const std::string& cmd,
                                 const nlohmann::ordered_json& args) override {
     (void)args;
     if (cmd == "reload") {
-      g_reload.store(true, std::memory_order_relaxed);
-      return {{"requested", true}};
+      // The packet loop reloads; this thread answers with its result.
+      const auto result = reloads_.request(std::chrono::seconds(10));
+      if (!result) throw std::invalid_argument("reload: no result within 10 s");
+      return result->to_json();
     }
     return gw_.snapshot(cmd);
   }
 
  private:
   const rowan::gw::Gateway& gw_;
+  rowan::gw::ReloadRequests& reloads_;
 };
+
+/// Re-reads the config file and applies what a reload can (routes, [cc],
+/// [log]); the packet-loop thread only.
+rowan::gw::ReloadResult reload(const rowan::gw::GatewayConfig& running,
+                               rowan::gw::Gateway& gateway) {
+  using namespace rowan;
+  gw::ReloadResult r;
+  try {
+    const gw::GatewayConfig fresh = gw::load_config(running.path);
+    r.restart_needed = gw::reload_blockers(running, fresh);
+    for (const auto& section : r.restart_needed) {
+      spdlog::warn("reload: changes to {} need a restart; keeping the running ones", section);
+    }
+    r.applied = gateway.reload(fresh);
+    if (const auto level = spdlog::level::from_str(fresh.log.level); level != spdlog::get_level()) {
+      r.applied += fmt::format("; log level {}", fresh.log.level);
+      spdlog::set_level(level);
+    }
+    r.accepted = true;
+    spdlog::info("reloaded {}: {}", running.path, r.applied);
+  } catch (const gw::ConfigError& e) {
+    r.errors = e.errors();
+    for (const auto& line : r.errors) spdlog::error("reload rejected: {}", line);
+  }
+  return r;
+}
 
 int run(const rowan::gw::GatewayConfig& cfg) {
   using namespace rowan;
@@ -135,7 +168,8 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, 8191);
     MonotonicClock clock;
     gw::Gateway gateway(cfg, local, clock);
-    Handler handler(gateway);
+    gw::ReloadRequests reloads;
+    Handler handler(gateway, reloads);
     gw::ControlServer control(cfg.control, handler);
     control.start();
     const gw::Telemetry telemetry(gateway);
@@ -197,21 +231,18 @@ int run(const rowan::gw::GatewayConfig& cfg) {
         gateway.publish(now);
         next_publish = now + Duration::from_ms(100);
       }
-      if (g_reload.exchange(false)) {
+      // Both flags are taken: one reload answers a SIGHUP and every client.
+      const bool by_signal = g_reload.exchange(false);
+      if (reloads.take_pending() || by_signal) {
         sd_notify(0, "RELOADING=1");
-        try {
-          const gw::GatewayConfig fresh = gw::load_config(cfg.path);
-          for (const auto& section : gw::reload_blockers(cfg, fresh)) {
-            spdlog::warn("reload: changes to {} need a restart; keeping the running ones", section);
-          }
-          spdlog::info("reloaded {}: {}", cfg.path, gateway.reload(fresh));
-          control_metrics.reload_result(true, gw::unix_now());
-          sd_notify(0, "READY=1\nSTATUS=forwarding; configuration reloaded");
-        } catch (const gw::ConfigError& e) {
-          for (const auto& line : e.errors()) spdlog::error("reload rejected: {}", line);
-          control_metrics.reload_result(false, gw::unix_now());
-          sd_notify(0, "READY=1\nSTATUS=forwarding; the last reload was rejected (see the log)");
-        }
+        reloads.start();
+        gw::ReloadResult result = reload(cfg, gateway);
+        control_metrics.reload_result(result.accepted, gw::unix_now());
+        sd_notify(0,
+                  result.accepted
+                      ? "READY=1\nSTATUS=forwarding; configuration reloaded"
+                      : "READY=1\nSTATUS=forwarding; the last reload was rejected (see the log)");
+        reloads.finish(std::move(result));
       }
     }
     spdlog::info("rowand stopping");
@@ -226,6 +257,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
 
 int main(int argc, char** argv) {
   CLI::App app{"rowand — the rowan (RDMA over WAN) gateway daemon"};
+  app.set_version_flag("--version", std::string("rowand ") + ROWAN_BUILD_VERSION);
   std::string config = "/etc/rowan/rowand.toml";
   bool check = false;
   app.add_option("-c,--config", config, "configuration file")->capture_default_str();

@@ -150,6 +150,16 @@ class MetricsServer {
 /// The exposition text of the collector alone (tests, `rowand --print-metrics`).
 std::string render_metrics(MetricsSource source, const ControlPlaneMetrics& control);
 
+/// What process_* reports: this process, from /proc (ok false when unreadable).
+struct ProcessStats {
+  bool ok = false;
+  double cpu_seconds = 0;  ///< user + system
+  double resident_bytes = 0, virtual_bytes = 0;
+  double start_time_unix_s = 0;
+  double open_fds = 0, max_fds = 0;
+};
+ProcessStats read_process_stats();
+
 /// Wall-clock seconds since the epoch (control path only).
 double unix_now();
 

@@ -103,7 +103,12 @@ dpkg --dry-run -i "$deb" >"$tmp/dryrun.log" 2>&1 || {
 
 root=$tmp/root
 dpkg -x "$deb" "$root"
-"$root/usr/sbin/rowand" --check-config -c "$root/usr/share/doc/rowan/examples/rowand.toml" ||
+# The example names /etc/rowan/private.key: check it with a key of its own,
+# as an operator would after `rowanctl genkey`.
+(umask 077 && "$root/usr/bin/rowanctl" genkey >"$tmp/private.key") || fail "rowanctl genkey"
+sed "s|^private_key_file = .*|private_key_file = \"$tmp/private.key\"|" \
+  "$root/usr/share/doc/rowan/examples/rowand.toml" >"$tmp/example.toml"
+"$root/usr/sbin/rowand" --check-config -c "$tmp/example.toml" ||
   fail "the packaged rowand rejects the packaged example config"
 printf '[local]\nbogus = 1\n' >"$tmp/bad.toml"
 rc=0
@@ -116,7 +121,9 @@ rc=0
 if ! dpkg-query -W -f='${Status}' rowan 2>/dev/null | grep -q 'install ok installed'; then
   step "dpkg -i / --check-config from the installed package / dpkg --purge"
   if dpkg -i "$deb" >"$tmp/install.log" 2>&1; then
-    /usr/sbin/rowand --check-config -c /usr/share/doc/rowan/examples/rowand.toml ||
+    sed "s|^private_key_file = .*|private_key_file = \"$tmp/private.key\"|" \
+      /usr/share/doc/rowan/examples/rowand.toml >"$tmp/installed.toml"
+    /usr/sbin/rowand --check-config -c "$tmp/installed.toml" ||
       fail "the installed rowand rejects the installed example config"
     getent passwd rowan >/dev/null || fail "the package did not create the rowan user"
     dpkg --purge rowan >>"$tmp/install.log" 2>&1 || fail "dpkg --purge rowan"

@@ -394,6 +394,7 @@ int run_client(const std::string& host, int port, double duration, int streams, 
 
 int main(int argc, char** argv) {
   CLI::App app{"rowan-perf: goodput over librowan's message channel (like iperf3)"};
+  app.set_version_flag("--version", std::string("rowan-perf ") + rowan_version());
   bool server = false, one = false, json = false;
   std::string host, cc;
   int port = 5201, streams = 1, idle_ms = 0;

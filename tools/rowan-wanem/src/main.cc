@@ -51,6 +51,7 @@
 #include "io/af_packet_ring.h"
 #include "io/doorbell.h"
 #include "parse.h"
+#include "rowan/build_version.h"
 
 namespace rowan::wanem {
 namespace {
@@ -539,6 +540,7 @@ int main(int argc, char** argv) {
 
   Options opt;
   CLI::App app{"rowan-wanem: a two-port DPDK long-haul link emulator (see docs/wanem.md)"};
+  app.set_version_flag("--version", std::string("rowan-wanem ") + ROWAN_BUILD_VERSION);
   app.add_option("--iface-a", opt.iface_a, "interface of port A (net_af_packet vdev)");
   app.add_option("--iface-b", opt.iface_b, "interface of port B (net_af_packet vdev)");
   app.add_option("--vdev-a", opt.vdev_a, "any DPDK vdev spec for port A instead of --iface-a");
