@@ -5,6 +5,7 @@
 //
 //   rowand -c /etc/rowan/rowand.toml
 //   rowand --check-config -c FILE      exit 0, or 78 with every error as FILE:LINE:COL
+//   rowand --print-config -c FILE      the same checks, then the config with every default
 //
 // Under systemd (deploy/systemd/rowand.service, Type=notify): READY=1 once the
 // ports, the control socket and the exposer are up; STATUS= lines as it goes;
@@ -260,8 +261,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("rowand ") + ROWAN_BUILD_VERSION);
   std::string config = "/etc/rowan/rowand.toml";
   bool check = false;
+  bool print = false;
   app.add_option("-c,--config", config, "configuration file")->capture_default_str();
   app.add_flag("--check-config", check, "validate the configuration and exit (0 or 78)");
+  app.add_flag("--print-config", print,
+               "validate the configuration, print it with every default filled in, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -269,6 +273,15 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : rowan::gw::kExitUsage;
   }
   if (check) return rowan::gw::check_config_main(config, std::cout, std::cerr);
+  if (print) {
+    try {
+      std::cout << rowan::gw::to_toml(rowan::gw::load_config(config));
+      return 0;
+    } catch (const rowan::gw::ConfigError& e) {
+      for (const auto& line : e.errors()) std::cerr << line << "\n";
+      return rowan::gw::kExitConfig;
+    }
+  }
 
   rowan::gw::GatewayConfig cfg;
   try {

@@ -458,6 +458,25 @@ level = "debug"
   EXPECT_EQ(c.eal.extra_args.size(), 3u);
 }
 
+// Values are compared, not their text: the same values written another way
+// need nothing; a key the writer once left out (roce_mtu) is seen; the one
+// [wan] key that reloads in place (flow_idle_timeout) is not a blocker.
+TEST(ConfigReload, BlockersCompareValues) {
+  const GatewayConfig a = parse_config(kBase, "a.toml");
+  std::string same = kBase;
+  same.replace(same.find("\"198.19.0.2\""), 12, "\"198.19.0.2:47910\"");
+  same.replace(same.find("[[peer]]"), 0, "[wan]\nsend_buffer_bdp = 2\n");
+  EXPECT_TRUE(reload_blockers(a, parse_config(same, "same.toml")).empty());
+  std::string text = kBase;
+  text.replace(text.find("[local]\n"), 8, "[local]\nroce_mtu = 1024\n");
+  EXPECT_EQ(reload_blockers(a, parse_config(text, "b.toml")), std::vector<std::string>{"[local]"});
+  text = kBase;
+  text.replace(text.find("[[peer]]"), 0, "[wan]\nflow_idle_timeout = \"5s\"\n");
+  EXPECT_TRUE(reload_blockers(a, parse_config(text, "c.toml")).empty());
+  text.replace(text.find("flow_idle_timeout"), 0, "max_flows = 7\n");
+  EXPECT_EQ(reload_blockers(a, parse_config(text, "d.toml")), std::vector<std::string>{"[wan]"});
+}
+
 TEST(ConfigReload, OnlyRoutesCcAndLogReloadInPlace) {
   const GatewayConfig a = parse_config(kBase, "a.toml");
   std::string text = kBase + "[cc]\nalgorithm = \"bbr\"\n[log]\nlevel = \"debug\"\n";
