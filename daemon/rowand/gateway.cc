@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <time.h>
 
 #include "codec/bytes.h"
@@ -239,6 +240,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   for (const PeerConfig& pc : cfg.peers) {
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
+    p->events = PeerEvents(pc.name);
     p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
     if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
     io::PacketIo* wan = nullptr;
@@ -1006,6 +1008,26 @@ void Gateway::housekeeping(TimePoint now) noexcept {
 }
 
 void Gateway::publish(TimePoint now) {
+  // The peers' events, logged here (every 100 ms) rather than on the packet path.
+  for (auto& pp : peers_) {
+    PeerState& p = *pp;
+    PeerEvents::Observation o;
+    o.up = p.health.up();
+    o.seen = p.health.seen();
+    o.outages = p.health.outages();
+    o.last_outage = p.health.last_outage();
+    if (p.secure) {
+      o.handshakes = p.secure->secure_stats().handshakes_completed;
+      o.peer_restarts = p.secure->secure_stats().peer_restarts;
+    }
+    for (const PeerEvents::Line& line : p.events.observe(o, now)) {
+      if (line.level == PeerEvents::Level::kWarn) {
+        spdlog::warn("{}", line.text);
+      } else {
+        spdlog::info("{}", line.text);
+      }
+    }
+  }
   nlohmann::ordered_json s = make_snapshot(now);
   DataPathMetrics m;
   fill_metrics(now, m);

@@ -36,6 +36,7 @@
 #include "flow_table.h"
 #include "io/udp_uring.h"
 #include "metrics.h"
+#include "peer_events.h"
 #include "peer_health.h"
 #include "rx_waker.h"
 #include "send_admission.h"
@@ -110,6 +111,7 @@ struct PeerState {
   uint64_t peer_restarts_seen = 0;  ///< secure->peer_restarts when the transport was last reset
   uint64_t transport_resets = 0;    ///< transports dropped because the peer restarted
   PeerHealth health;                ///< outages of the link (housekeeping)
+  PeerEvents events{""};            ///< its up/down/handshake log lines (publish)
   DrainWatch drain;                 ///< whether the send buffer drains (poll)
   TimePoint last_ping;              ///< insecure links: the transport's own keepalive
   std::unique_ptr<transport::Connection> conn;

@@ -37,6 +37,7 @@
 #include "gateway.h"
 #include "idle_policy.h"
 #include "io/af_packet_ring.h"
+#include "logging.h"
 #include "metrics.h"
 #include "reload.h"
 #include "rowan/build_version.h"
@@ -162,6 +163,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       devices.push_back(io::af_packet_device(link.device, io::ethernet_frame(link.mtu), nullptr));
     }
   }
+  gw::route_dpdk_log();  // the EAL's own lines too, at their levels
   gw::init_eal(cfg.eal, devices);
   int rc = 0;
   {
@@ -273,6 +275,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : rowan::gw::kExitUsage;
   }
   if (check) return rowan::gw::check_config_main(config, std::cout, std::cerr);
+  // Under systemd each line carries its priority for journald (logging.h).
+  const bool journal = rowan::gw::stderr_is_journal();
+  rowan::gw::set_log_format(journal);
   if (print) {
     try {
       std::cout << rowan::gw::to_toml(rowan::gw::load_config(config));
@@ -287,7 +292,8 @@ int main(int argc, char** argv) {
   try {
     cfg = rowan::gw::load_config(config);
   } catch (const rowan::gw::ConfigError& e) {
-    for (const auto& line : e.errors()) std::cerr << line << "\n";
+    // FILE:LINE:COL lines as they are; to the journal as errors.
+    for (const auto& line : e.errors()) std::cerr << (journal ? "<3>" : "") << line << "\n";
     return rowan::gw::kExitConfig;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.log.level));
