@@ -125,21 +125,26 @@ void print_rows(const Json& rows, const std::string& what, bool wide, std::ostre
     }
     table.push_back(std::move(line));
   }
-  std::vector<size_t> width(columns.size(), 0);
-  for (const auto& line : table) {
-    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
-  }
-  for (const auto& line : table) {
-    std::string s;
-    for (size_t i = 0; i < line.size(); ++i) {
-      s += line[i];
-      if (i + 1 < line.size()) s += std::string(width[i] - line[i].size() + 2, ' ');
-    }
-    out << s << "\n";
-  }
+  print_aligned(table, out);
 }
 
 }  // namespace
+
+void print_aligned(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()), 0);
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
 
 std::string format_value(const std::string& key, const Json& v) {
   if (v.is_null()) return "-";

@@ -5,6 +5,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,9 @@ int fetch(const std::string& socket, const std::string& cmd, int timeout_ms,
 /// _bytes, _s/_seconds, _ratio.
 void print_table(const std::string& cmd, const nlohmann::ordered_json& result, bool wide,
                  std::ostream& out);
+
+/// Rows of cells as columns two spaces apart, each as wide as its widest cell.
+void print_aligned(const std::vector<std::vector<std::string>>& rows, std::ostream& out);
 
 /// One value as the table shows it ("1.25 Gbit/s", "20.1 ms", "1.5 MiB").
 std::string format_value(const std::string& key, const nlohmann::ordered_json& v);

@@ -62,22 +62,6 @@ const Json kEmpty = Json::object();
 
 std::string rate(double bps) { return format_value("x_bps", bps); }
 
-void print_table(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
-  std::vector<size_t> width;
-  for (const auto& r : rows) {
-    width.resize(std::max(width.size(), r.size()), 0);
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-    }
-    out << line << "\n";
-  }
-}
-
 }  // namespace
 
 TopFrame compute_top(const Json& prev, const Json& cur, double dt_s) {
@@ -172,7 +156,7 @@ void print_top(const TopFrame& f, std::ostream& out) {
   if (f.peers.empty()) {
     out << "no peers\n";
   } else {
-    print_table(rows, out);
+    print_aligned(rows, out);
   }
   out << "\n";
   rows = {{"PATH", "PEER", "BACKEND", "TX", "RX", "TX_FULL", "TX_ERRORS"}};
@@ -183,7 +167,7 @@ void print_top(const TopFrame& f, std::ostream& out) {
   if (f.paths.empty()) {
     out << "no paths\n";
   } else {
-    print_table(rows, out);
+    print_aligned(rows, out);
   }
 }
 

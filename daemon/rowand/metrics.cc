@@ -512,25 +512,33 @@ class Collector final : public prometheus::Collectable {
       f.gauge("rowan_link_configured_rtt_seconds", "Configured base RTT of the WAN link.", ll,
               p.link_rtt.seconds());
     }
+    struct Counter {
+      const char* name;
+      const char* help;
+      uint64_t PeerMetrics::*value;
+    };
+    static const Counter kCounters[] = {
+        {"rowan_link_transmit_packets_total", "Datagrams sent on the WAN link to the peer.",
+         &PeerMetrics::link_tx_packets},
+        {"rowan_link_transmit_bytes_total", "Bytes sent on the WAN link to the peer.",
+         &PeerMetrics::link_tx_bytes},
+        {"rowan_link_receive_packets_total",
+         "Datagrams received on the WAN link from the peer's address.",
+         &PeerMetrics::link_rx_packets},
+        {"rowan_link_receive_bytes_total",
+         "Bytes received on the WAN link from the peer's address.", &PeerMetrics::link_rx_bytes},
+        {"rowan_link_transmit_full_total",
+         "Sends to the peer refused because the link's queue was full.",
+         &PeerMetrics::link_tx_full},
+        {"rowan_link_transmit_errors_total", "Sends to the peer that failed.",
+         &PeerMetrics::link_tx_errors},
+        {"rowan_link_receive_wrong_source_total",
+         "Datagrams received on the peer's socket from an address that is not the peer.",
+         &PeerMetrics::link_rx_wrong_source},
+    };
     for (const PeerMetrics& p : peers) {
       const Labels ll{{"peer", p.peer}, {"link", p.link}};
-      f.counter("rowan_link_transmit_packets_total", "Datagrams sent on the WAN link to the peer.",
-                ll, d(p.link_tx_packets));
-      f.counter("rowan_link_transmit_bytes_total", "Bytes sent on the WAN link to the peer.", ll,
-                d(p.link_tx_bytes));
-      f.counter("rowan_link_receive_packets_total",
-                "Datagrams received on the WAN link from the peer's address.", ll,
-                d(p.link_rx_packets));
-      f.counter("rowan_link_receive_bytes_total",
-                "Bytes received on the WAN link from the peer's address.", ll, d(p.link_rx_bytes));
-      f.counter("rowan_link_transmit_full_total",
-                "Sends to the peer refused because the link's queue was full.", ll,
-                d(p.link_tx_full));
-      f.counter("rowan_link_transmit_errors_total", "Sends to the peer that failed.", ll,
-                d(p.link_tx_errors));
-      f.counter("rowan_link_receive_wrong_source_total",
-                "Datagrams received on the peer's socket from an address that is not the peer.", ll,
-                d(p.link_rx_wrong_source));
+      for (const Counter& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
     }
   }
 

@@ -17,6 +17,7 @@
 #include "crypto/keys.h"
 #include "registry.h"
 #include "tools/paths.h"
+#include "tools/temp_dir.h"
 
 namespace rowan::gw {
 namespace {
@@ -107,24 +108,9 @@ peer = "b"
 )";
 
 // A private temp dir, removed with everything in it.
-class TempDir {
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/rowan-config-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  TempDir() : test::TempDir("config") {}
 };
 
 // Writes a fresh private key to `path` with `mode`.

@@ -28,6 +28,7 @@
 #include "control.h"
 #include "ctl.h"
 #include "tools/paths.h"
+#include "tools/temp_dir.h"
 #include "top.h"
 
 namespace rowan::gw {
@@ -84,23 +85,9 @@ class FakeHandler : public ControlHandler {
 };
 
 // A private temp dir (short: sun_path holds 107 bytes).
-class TempDir {
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/rowan-ctl-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : test::TempDir("ctl") {}
 };
 
 ControlConfig config_for(const std::string& socket, const std::string& group = "") {
