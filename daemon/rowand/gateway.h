@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "busy_meter.h"
 #include "config.h"
 #include "crypto/secure_io.h"
 #include "dpdk_port.h"
@@ -188,6 +189,8 @@ class Gateway {
 
   /// Copies the state the control socket shows (packet lcore).
   void publish(TimePoint now);
+  /// The packet loop's busy/idle time (the loop feeds it each pass).
+  BusyMeter& busy_meter() noexcept { return busy_; }
   /// Packet lcore: a control request waits for a fresh publish().
   bool publish_wanted() const noexcept { return publish_wanted_.load(std::memory_order_acquire); }
   /// Control thread: the state for `cmd` (status|peers|links|flows) as of
@@ -255,6 +258,7 @@ class Gateway {
   std::vector<uint8_t> scratch_;  ///< one record being assembled or sent
 
   TimePoint started_;  ///< construction: `status` reports the uptime from it
+  BusyMeter busy_;
   TimePoint next_housekeeping_;
   TimePoint window_start_;
   uint64_t window_total_ = 0, last_window_total_ = 0;

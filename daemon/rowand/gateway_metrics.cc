@@ -15,6 +15,7 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
 
   m.lcores = 1;
   m.loop_iterations = ctr_.loops;
+  m.workers.push_back({0, busy_.busy(), busy_.idle(), busy_.busy_ratio()});
   m.local_rx_packets = ctr_.local_rx_packets;
   m.local_rx_bytes = ctr_.local_rx_bytes;
   m.local_tx_packets = ctr_.local_tx_packets;

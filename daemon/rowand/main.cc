@@ -206,10 +206,13 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     }
     TimePoint next_publish = clock.now();
     uint64_t loops = 0;
+    bool worked = false;  // the previous pass's (busy_meter.h)
     while (!g_stop.load(std::memory_order_relaxed)) {
       g_heartbeat.store(++loops, std::memory_order_relaxed);
       const TimePoint now = clock.now();
-      if (gateway.poll(now)) {
+      gateway.busy_meter().on_pass(now, worked);
+      worked = gateway.poll(now);
+      if (worked) {
         idle.on_work(now);
       } else {
         const gw::IdlePolicy::Decision next = idle.on_idle(now, gateway.next_timeout());

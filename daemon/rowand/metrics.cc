@@ -185,6 +185,7 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
     it->oerrors += p.oerrors;
     it->rx_nombuf += p.rx_nombuf;
   }
+  workers.insert(workers.end(), o.workers.begin(), o.workers.end());
   for (const RouteMetrics& r : o.routes) {
     auto it = std::find_if(routes.begin(), routes.end(), [&](const RouteMetrics& q) {
       return q.prefix == r.prefix && q.peer == r.peer;
@@ -373,6 +374,16 @@ class Collector final : public prometheus::Collectable {
                 static_cast<double>(p.oerrors));
       f.counter("rowan_port_receive_nombuf_total", "RX mbuf allocation failures (rx_nombuf).", l,
                 static_cast<double>(p.rx_nombuf));
+    }
+    for (const WorkerMetrics& w : m.workers) {
+      const Labels l{{"worker", std::to_string(w.worker)}};
+      f.counter("rowan_worker_busy_seconds_total",
+                "Time the packet loop spent in passes that found work.", l, w.busy.seconds());
+      f.counter("rowan_worker_idle_seconds_total",
+                "Time the packet loop spent in passes that found none, sleeping included.", l,
+                w.idle.seconds());
+      f.gauge("rowan_worker_busy_ratio", "Busy share (0 to 1) of the packet loop's last second.", l,
+              w.busy_ratio);
     }
     for (const RouteMetrics& r : m.routes) {
       f.gauge("rowan_route_mode", "A configured route and its mode; always 1.",

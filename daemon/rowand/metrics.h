@@ -86,6 +86,13 @@ struct RouteMetrics {
   uint64_t active_flows = 0;
 };
 
+/// One packet loop (worker): how its time went.
+struct WorkerMetrics {
+  uint32_t worker = 0;    ///< index of the packet lcore
+  Duration busy, idle;    ///< passes that found work / found none (and slept)
+  double busy_ratio = 0;  ///< busy share of the last second
+};
+
 /// What one packet lcore publishes. merge() sums another lcore's copy in.
 struct DataPathMetrics {
   uint64_t lcores = 0;           ///< how many lcores were merged into this one
@@ -97,6 +104,7 @@ struct DataPathMetrics {
   std::vector<PeerMetrics> peers;
   std::vector<PortMetrics> ports;
   std::vector<RouteMetrics> routes;
+  std::vector<WorkerMetrics> workers;  ///< one per packet lcore (merge appends)
 
   /// Adds `o`: scalar counters and drops are summed; peers, ports and routes
   /// with the same key are summed, others appended.

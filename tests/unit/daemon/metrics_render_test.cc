@@ -56,6 +56,7 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   m.peers.push_back(peer_on("site-c", "wan0", 20));
   m.peers.push_back(peer_on("site-d", "wan1", 30));
   m.routes.push_back({"198.18.2.0/24", "site-b", "passthrough", 1});
+  m.workers.push_back({0, Duration::from_s(2), Duration::from_s(8), 0.25});
   const ControlPlaneMetrics control(1.7e9);
   const std::string text = render_metrics([&] { return std::vector<DataPathMetrics>{m}; }, control);
   const auto series = series_of(text);
@@ -69,6 +70,9 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   EXPECT_EQ(value_of(text, R"(rowan_link_capacity_bytes_per_second{link="wan0"})"), 125e6);
   EXPECT_EQ(value_of(text, R"(rowan_link_configured_rtt_seconds{link="wan1"})"), 0.02);
   EXPECT_EQ(series.count(R"(rowan_peer_up{peer="site-c",link="wan0"})"), 1u);
+  EXPECT_EQ(value_of(text, R"(rowan_worker_busy_seconds_total{worker="0"})"), 2);
+  EXPECT_EQ(value_of(text, R"(rowan_worker_idle_seconds_total{worker="0"})"), 8);
+  EXPECT_EQ(value_of(text, R"(rowan_worker_busy_ratio{worker="0"})"), 0.25);
 }
 
 TEST(MetricsRender, NeverIsAbsentNotZero) {
