@@ -37,12 +37,6 @@ std::string mac_text(const Mac& m) {
                      m[5]);
 }
 
-std::string ip_text(const roce::IpAddr& a) {
-  char b[64];
-  roce::format_ip_addr(a, b, sizeof b);
-  return b;
-}
-
 // Basic IP sanity: version, header and total lengths within `len`. Returns the
 // IP packet length (without Ethernet padding) or 0.
 uint32_t ip_packet_len(const uint8_t* ip, uint32_t len) {
@@ -207,6 +201,12 @@ class GatewaySplitIo final : public SplitIo {
 
 // ---------------------------------------------------------------------------
 // Gateway
+
+std::string ip_text(const roce::IpAddr& a) {
+  char b[64];
+  roce::format_ip_addr(a, b, sizeof b);
+  return b;
+}
 
 Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     : cfg_(cfg),

@@ -280,6 +280,9 @@ class Gateway {
   DataPathMetrics metrics_;  ///< guarded by snap_mu_
 };
 
+/// "198.18.1.10", "2001:2::10" (control path).
+std::string ip_text(const roce::IpAddr& a);
+
 /// Connection id both gateways of a pair derive alike from their endpoints.
 uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b);
 

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,17 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
     it->rx_nombuf += p.rx_nombuf;
   }
   workers.insert(workers.end(), o.workers.begin(), o.workers.end());
+  top_flows.insert(top_flows.end(), o.top_flows.begin(), o.top_flows.end());
+  split.local_acks += o.split.local_acks;
+  split.naks += o.split.naks;
+  split.cnps += o.split.cnps;
+  split.reoriginated += o.split.reoriginated;
+  split.retransmitted += o.split.retransmitted;
+  split.paired += o.split.paired;
+  split.fatal += o.split.fatal;
+  split.tracking += o.split.tracking;
+  split.ingress += o.split.ingress;
+  split.egress += o.split.egress;
   for (const RouteMetrics& r : o.routes) {
     auto it = std::find_if(routes.begin(), routes.end(), [&](const RouteMetrics& q) {
       return q.prefix == r.prefix && q.peer == r.peer;
@@ -194,6 +206,8 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
       routes.push_back(r);
     } else {
       it->active_flows += r.active_flows;
+      it->active_packets += r.active_packets;
+      it->active_bytes += r.active_bytes;
     }
   }
 }
@@ -388,10 +402,19 @@ class Collector final : public prometheus::Collectable {
     for (const RouteMetrics& r : m.routes) {
       f.gauge("rowan_route_mode", "A configured route and its mode; always 1.",
               {{"prefix", r.prefix}, {"peer", r.peer}, {"mode", r.mode}}, 1);
+      const Labels rl{{"prefix", r.prefix}, {"peer", r.peer}};
       f.gauge("rowan_route_active_flows",
-              "Flows in the flow table whose destination this route covers.",
-              {{"prefix", r.prefix}, {"peer", r.peer}}, static_cast<double>(r.active_flows));
+              "Flows in the flow table whose destination this route covers.", rl,
+              static_cast<double>(r.active_flows));
+      f.gauge("rowan_route_active_flow_packets",
+              "Packets the route's flows now in the flow table have carried.", rl,
+              static_cast<double>(r.active_packets));
+      f.gauge("rowan_route_active_flow_bytes",
+              "Bytes the route's flows now in the flow table have carried.", rl,
+              static_cast<double>(r.active_bytes));
     }
+    top_flows(f, m.top_flows);
+    split(f, m.split);
   }
 
   static void peer(Families& f, const PeerMetrics& p) {
@@ -506,6 +529,54 @@ class Collector final : public prometheus::Collectable {
                 "Datagrams from the peer the transport dropped, by reason.",
                 {{"peer", p.peer}, {"link", p.link}, {"reason", PeerMetrics::kDropNames[i]}},
                 d(p.drops[i]));
+    }
+  }
+
+  // The kTopFlows flows that carried the most bytes, by rank: at most
+  // kTopFlows series at a time, whatever the number of flows.
+  static void top_flows(Families& f, std::vector<FlowMetrics> flows) {
+    const size_t n = std::min(flows.size(), kTopFlows);
+    std::partial_sort(flows.begin(), flows.begin() + static_cast<std::ptrdiff_t>(n), flows.end(),
+                      [](const FlowMetrics& a, const FlowMetrics& b) { return a.bytes > b.bytes; });
+    for (size_t i = 0; i < n; ++i) {
+      const FlowMetrics& fl = flows[i];
+      const Labels l{{"rank", std::to_string(i + 1)},
+                     {"peer", fl.peer},
+                     {"kind", fl.kind},
+                     {"src", fl.src},
+                     {"dst", fl.dst},
+                     {"flow", fl.id}};
+      f.gauge("rowan_top_flow_bytes",
+              "Bytes carried by the flows that carried the most (rank 1: the largest).", l,
+              static_cast<double>(fl.bytes));
+      f.gauge("rowan_top_flow_packets", "Packets carried by the flows that carried the most bytes.",
+              l, static_cast<double>(fl.packets));
+    }
+  }
+
+  static void split(Families& f, const SplitMetrics& s) {
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    f.counter("rowan_split_local_acks_total",
+              "ACKs the ingress gateway sent local requesters in the responder's stead.", {},
+              d(s.local_acks));
+    f.counter("rowan_split_naks_total", "NAKs sent to local requesters (out-of-sequence packets).",
+              {}, d(s.naks));
+    f.counter("rowan_split_cnps_total", "CNPs sent to local requesters.", {}, d(s.cnps));
+    f.counter("rowan_split_reoriginated_packets_total",
+              "Packets the egress gateway sent to the responder host (retransmissions included).",
+              {}, d(s.reoriginated));
+    f.counter("rowan_split_retransmitted_packets_total",
+              "Packets the egress gateway sent again from its buffer (NAK or timeout).", {},
+              d(s.retransmitted));
+    f.counter("rowan_split_flows_paired_total",
+              "Flows switched to split mode (paired by an ACK or by RDMA CM).", {}, d(s.paired));
+    f.counter("rowan_split_fatal_total", "Fatal NAKs or exhausted retries reported to hosts.", {},
+              d(s.fatal));
+    for (const auto& [role, n] : {std::pair{"unpaired", s.tracking},
+                                  std::pair{"ingress", s.ingress}, std::pair{"egress", s.egress}}) {
+      f.gauge("rowan_split_flows",
+              "Flows of split routes now: unpaired (still in passthrough), ingress, egress.",
+              {{"state", role}}, d(n));
     }
   }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "metrics.h"
 
 namespace rowan::gw {
@@ -94,6 +96,55 @@ TEST(MetricsRender, NeverIsAbsentNotZero) {
   EXPECT_EQ(
       value_of(text, R"(rowan_peer_last_handshake_timestamp_seconds{peer="seen",link="wan1"})"),
       1.7e9 + 4);
+}
+
+// Flow telemetry stays bounded: per route, and the kTopFlows largest flows by
+// rank, however many flows there are; split mode's counters and flow states.
+TEST(MetricsRender, TopFlowsAreRankedAndBounded) {
+  DataPathMetrics a, b;  // two lcores' copies
+  for (int i = 0; i < 30; ++i) {
+    FlowMetrics f{"site-b",
+                  "tcp",
+                  "198.18.1.10",
+                  "198.18.2.10",
+                  fmt::format("{}>5201", 40000 + i),
+                  static_cast<uint64_t>(i),
+                  static_cast<uint64_t>(1000 * i)};
+    (i % 2 == 0 ? a : b).top_flows.push_back(f);
+  }
+  a.routes.push_back({"198.18.2.0/24", "site-b", "split", 2, 10, 5000});
+  b.routes.push_back({"198.18.2.0/24", "site-b", "split", 1, 4, 1000});
+  a.split.local_acks = 5;
+  b.split.local_acks = 2;
+  a.split.tracking = 1;
+  b.split.ingress = 3;
+  const ControlPlaneMetrics control(1.7e9);
+  const std::string text = render_metrics(
+      [&] {
+        return std::vector<DataPathMetrics>{a, b};
+      },
+      control);
+  const auto series = series_of(text);
+  size_t top = 0;
+  for (const auto& [s, n] : series) {
+    EXPECT_EQ(n, 1) << s;
+    if (s.rfind("rowan_top_flow_bytes{", 0) == 0) ++top;
+  }
+  EXPECT_EQ(top, kTopFlows);
+  EXPECT_EQ(value_of(text, R"(rowan_top_flow_bytes{rank="1",peer="site-b",kind="tcp",)"
+                           R"(src="198.18.1.10",dst="198.18.2.10",flow="40029>5201"})"),
+            29000);
+  EXPECT_EQ(value_of(text, R"(rowan_top_flow_bytes{rank="10",peer="site-b",kind="tcp",)"
+                           R"(src="198.18.1.10",dst="198.18.2.10",flow="40020>5201"})"),
+            20000);
+  EXPECT_EQ(
+      value_of(text, R"(rowan_route_active_flow_bytes{prefix="198.18.2.0/24",peer="site-b"})"),
+      6000);
+  EXPECT_EQ(value_of(text, R"(rowan_route_active_flows{prefix="198.18.2.0/24",peer="site-b"})"), 3);
+  EXPECT_EQ(value_of(text, "rowan_split_local_acks_total"), 7);
+  EXPECT_EQ(value_of(text, R"(rowan_split_flows{state="unpaired"})"), 1);
+  EXPECT_EQ(value_of(text, R"(rowan_split_flows{state="ingress"})"), 3);
+  EXPECT_EQ(value_of(text, R"(rowan_split_flows{state="egress"})"), 0);
 }
 
 TEST(MetricsRender, ProcessMetricsDescribeThisProcess) {
