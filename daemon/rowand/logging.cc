@@ -10,6 +10,7 @@
 #include <string>
 
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 namespace rowan::gw {
@@ -98,6 +99,13 @@ spdlog::level::level_enum level_of_rte(unsigned rte_level) {
   if (rte_level == RTE_LOG_WARNING) return spdlog::level::warn;
   if (rte_level <= RTE_LOG_INFO) return spdlog::level::info;  // NOTICE, INFO
   return spdlog::level::debug;
+}
+
+void log_to_stderr() {
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("rowand", std::move(sink));
+  logger->set_level(spdlog::get_level());
+  spdlog::set_default_logger(std::move(logger));
 }
 
 void set_log_format(bool journal) {

@@ -26,6 +26,10 @@ int syslog_priority(spdlog::level::level_enum level);
 /// The spdlog level of a DPDK log level (RTE_LOG_EMERG=1 .. RTE_LOG_DEBUG=8).
 spdlog::level::level_enum level_of_rte(unsigned rte_level);
 
+/// Makes the default logger write to stderr (spdlog's default is stdout),
+/// where diagnostics belong and where JOURNAL_STREAM is checked.
+void log_to_stderr();
+
 /// Sets the default logger's format: journal (priority prefix, no time) or plain.
 void set_log_format(bool journal);
 

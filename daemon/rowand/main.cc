@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
   if (check) return rowan::gw::check_config_main(config, std::cout, std::cerr);
   // Under systemd each line carries its priority for journald (logging.h).
   const bool journal = rowan::gw::stderr_is_journal();
+  rowan::gw::log_to_stderr();
   rowan::gw::set_log_format(journal);
   if (print) {
     try {

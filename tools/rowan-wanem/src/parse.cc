@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "cc_params.h"
 
 namespace rowan::wanem {
@@ -118,38 +120,21 @@ bool parse_bool(std::string_view text) {
 
 std::string format_rate(BitsPerSec r) {
   const uint64_t b = r.bps();
-  char buf[64];
   if (b == 0) return "0";
-  if (b % 1000000000ULL == 0) {
-    std::snprintf(buf, sizeof buf, "%llugbit", static_cast<unsigned long long>(b / 1000000000ULL));
-  } else if (b % 1000000ULL == 0) {
-    std::snprintf(buf, sizeof buf, "%llumbit", static_cast<unsigned long long>(b / 1000000ULL));
-  } else if (b % 1000ULL == 0) {
-    std::snprintf(buf, sizeof buf, "%llukbit", static_cast<unsigned long long>(b / 1000ULL));
-  } else {
-    std::snprintf(buf, sizeof buf, "%llubit", static_cast<unsigned long long>(b));
-  }
-  return buf;
+  if (b % 1000000000ULL == 0) return fmt::format("{}gbit", b / 1000000000ULL);
+  if (b % 1000000ULL == 0) return fmt::format("{}mbit", b / 1000000ULL);
+  if (b % 1000ULL == 0) return fmt::format("{}kbit", b / 1000ULL);
+  return fmt::format("{}bit", b);
 }
 
 std::string format_duration(Duration d) {
   const int64_t ns = d.ns();
-  char buf[64];
   if (ns == 0) return "0";
-  if (ns % 1000000 == 0) {
-    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ns / 1000000));
-  } else if (ns % 1000 == 0) {
-    std::snprintf(buf, sizeof buf, "%lldus", static_cast<long long>(ns / 1000));
-  } else {
-    std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(ns));
-  }
-  return buf;
+  if (ns % 1000000 == 0) return fmt::format("{}ms", ns / 1000000);
+  if (ns % 1000 == 0) return fmt::format("{}us", ns / 1000);
+  return fmt::format("{}ns", ns);
 }
 
-std::string format_probability(double p) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g%%", p * 100.0);
-  return buf;
-}
+std::string format_probability(double p) { return fmt::format("{:.6g}%", p * 100.0); }
 
 }  // namespace rowan::wanem
