@@ -109,9 +109,10 @@ class Handler final : public rowan::gw::ControlHandler {
                                 const nlohmann::ordered_json& args) override {
     (void)args;
     if (cmd == "reload") {
-      // The packet loop reloads; this thread answers with its result.
-      const auto result = reloads_.request(std::chrono::seconds(10));
-      if (!result) throw std::invalid_argument("reload: no result within 10 s");
+      // The packet loop reloads; this thread answers with its result, within
+      // rowanctl's default 5 s timeout.
+      const auto result = reloads_.request(std::chrono::seconds(4));
+      if (!result) throw std::invalid_argument("reload: the packet loop gave no result within 4 s");
       return result->to_json();
     }
     return gw_.snapshot(cmd);
