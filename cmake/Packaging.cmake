@@ -96,7 +96,7 @@ set(CPACK_COMPONENT_ROWAND_DESCRIPTION
     "RDMA over WAN gateway daemon\n rowand carries RoCEv2 traffic between sites over a paced,\n congestion-controlled transport; rowanctl controls it. Includes the\n systemd units, hugepage set-up, Grafana dashboards and Prometheus rules.")
 set(CPACK_DEBIAN_ROWAND_PACKAGE_DEPENDS "adduser | systemd, init-system-helpers (>= 1.54)")
 set(CPACK_DEBIAN_ROWAND_PACKAGE_SUGGESTS "prometheus")
-# The package was called rowan before the split.
+# rowan: the single package that held the daemon and the library together.
 set(CPACK_DEBIAN_ROWAND_PACKAGE_REPLACES "rowan")
 set(CPACK_DEBIAN_ROWAND_PACKAGE_BREAKS "rowan")
 set(_pkg ${PROJECT_BINARY_DIR}/debian-rowand)

@@ -445,7 +445,7 @@ level = "debug"
 }
 
 // Values are compared, not their text: the same values written another way
-// need nothing; a key the writer once left out (roce_mtu) is seen; the one
+// need nothing; every key of a section counts (local.roce_mtu too); the one
 // [wan] key that reloads in place (flow_idle_timeout) is not a blocker.
 TEST(ConfigReload, BlockersCompareValues) {
   const GatewayConfig a = parse_config(kBase, "a.toml");
