@@ -1,11 +1,15 @@
 # Helpers shared by every rowan target.
 
-# rowan_project_options(TARGET): warnings as errors and sanitizers, applied to the
-# project's own targets only (never to third-party code).
+# rowan_project_options(TARGET): warnings (errors with ROWAN_WERROR) and
+# sanitizers, applied to the project's own targets only (never to third-party
+# code).
 function(rowan_project_options target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
-    -Wcast-align -Wimplicit-fallthrough -Werror)
+    -Wcast-align -Wimplicit-fallthrough)
+  if(ROWAN_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
   if(ROWAN_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=${ROWAN_SANITIZE} -fno-omit-frame-pointer
                                              -fno-sanitize-recover=all)

@@ -125,21 +125,26 @@ void print_rows(const Json& rows, const std::string& what, bool wide, std::ostre
     }
     table.push_back(std::move(line));
   }
-  std::vector<size_t> width(columns.size(), 0);
-  for (const auto& line : table) {
-    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
-  }
-  for (const auto& line : table) {
-    std::string s;
-    for (size_t i = 0; i < line.size(); ++i) {
-      s += line[i];
-      if (i + 1 < line.size()) s += std::string(width[i] - line[i].size() + 2, ' ');
-    }
-    out << s << "\n";
-  }
+  print_aligned(table, out);
 }
 
 }  // namespace
+
+void print_aligned(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()), 0);
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
 
 std::string format_value(const std::string& key, const Json& v) {
   if (v.is_null()) return "-";
@@ -203,11 +208,11 @@ void print_table(const std::string& cmd, const Json& result, bool wide, std::ost
   out << format_value(cmd, result) << "\n";
 }
 
-int run_command(const std::string& socket, const std::string& cmd, const OutputOptions& opt,
-                std::ostream& out, std::ostream& err) {
+int fetch(const std::string& socket, const std::string& cmd, int timeout_ms, Json& result,
+          std::ostream& err) {
   Json reply;
   try {
-    reply = gw::control_request(socket, cmd, Json::object(), opt.timeout_ms);
+    reply = gw::control_request(socket, cmd, Json::object(), timeout_ms);
   } catch (const std::system_error& e) {
     err << "rowanctl: the daemon is unreachable: " << e.what() << "\n";
     return kExitUnavailable;
@@ -219,11 +224,122 @@ int run_command(const std::string& socket, const std::string& cmd, const OutputO
     err << "rowanctl: " << cmd << ": " << reply.value("error", std::string("error")) << "\n";
     return kExitError;
   }
-  const Json& result = reply["result"];
-  if (opt.json) {
-    out << result.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  result = std::move(reply["result"]);
+  return 0;
+}
+
+namespace {
+
+void print_json(const Json& v, const OutputOptions& opt, std::ostream& out) {
+  out << v.dump(opt.pretty ? 2 : -1, ' ', false, Json::error_handler_t::replace) << "\n";
+}
+
+// `reload`'s result: {"accepted":true,"applied":...,"restart_needed":[...]} or
+// {"accepted":false,"errors":[...]}.
+int print_reload(const Json& result, const OutputOptions& opt, std::ostream& out,
+                 std::ostream& err) {
+  const auto acc = result.find("accepted");
+  if (acc == result.end() || !acc->is_boolean()) {
+    err << "rowanctl: reload: the daemon's reply says nothing of the result\n";
+    return kExitProtocol;
+  }
+  const bool accepted = acc->get<bool>();
+  if (opt.json || opt.pretty) {
+    print_json(result, opt, out);
+  } else if (accepted) {
+    out << "reload accepted: " << result.value("applied", std::string("-")) << "\n";
+    if (auto rn = result.find("restart_needed"); rn != result.end() && rn->is_array()) {
+      for (const Json& s : *rn) {
+        if (s.is_string()) out << "not applied, needs a restart: " << s.get<std::string>() << "\n";
+      }
+    }
+  }
+  if (accepted) return 0;
+  if (auto es = result.find("errors"); es != result.end() && es->is_array()) {
+    for (const Json& e : *es) {
+      if (e.is_string()) err << e.get<std::string>() << "\n";
+    }
+  }
+  err << "rowanctl: reload rejected; the daemon runs on with its current configuration\n";
+  return kExitError;
+}
+
+}  // namespace
+
+int run_command(const std::string& socket, const std::string& cmd, const OutputOptions& opt,
+                std::ostream& out, std::ostream& err) {
+  Json result;
+  if (const int rc = fetch(socket, cmd, opt.timeout_ms, result, err); rc != 0) return rc;
+  if (cmd == "reload") return print_reload(result, opt, out, err);
+  if (opt.json || opt.pretty) {
+    print_json(result, opt, out);
   } else {
     print_table(cmd, result, opt.wide, out);
+  }
+  return 0;
+}
+
+int run_routes(const std::string& socket, const OutputOptions& opt, std::ostream& out,
+               std::ostream& err) {
+  Json status;
+  if (const int rc = fetch(socket, "status", opt.timeout_ms, status, err); rc != 0) return rc;
+  auto it = status.find("routes");
+  if (!status.is_object() || it == status.end() || !it->is_array()) {
+    err << "rowanctl: routes: the daemon's status has no \"routes\" list\n";
+    return kExitProtocol;
+  }
+  if (opt.json || opt.pretty) {
+    print_json(*it, opt, out);
+  } else {
+    print_table("routes", *it, opt.wide, out);
+  }
+  return 0;
+}
+
+int run_peer(const std::string& socket, const std::string& name, const OutputOptions& opt,
+             std::ostream& out, std::ostream& err) {
+  Json peers, links, status;
+  if (const int rc = fetch(socket, "peers", opt.timeout_ms, peers, err); rc != 0) return rc;
+  if (peers.is_object() && peers.contains("peers")) peers = Json(peers["peers"]);
+  if (!peers.is_array()) {
+    err << "rowanctl: peer: the daemon's peers result is not a list\n";
+    return kExitProtocol;
+  }
+  Json found;
+  std::string known;
+  for (const Json& p : peers) {
+    if (!p.is_object()) continue;
+    const std::string n = p.value("name", std::string());
+    if (n == name) found = p;
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  if (found.is_null()) {
+    err << "rowanctl: no peer '" << name << "' (peers: " << (known.empty() ? "none" : known)
+        << ")\n";
+    return kExitError;
+  }
+  // Its path(s) and routes, from the same daemon.
+  if (fetch(socket, "links", opt.timeout_ms, links, err) == 0 && links.is_array()) {
+    Json mine = Json::array();
+    for (const Json& l : links) {
+      if (l.is_object() && l.value("peer", std::string()) == name) mine.push_back(l);
+    }
+    found["paths"] = mine;
+  }
+  if (fetch(socket, "status", opt.timeout_ms, status, err) == 0 && status.is_object() &&
+      status.contains("routes") && status["routes"].is_array()) {
+    Json mine = Json::array();
+    for (const Json& r : status["routes"]) {
+      if (r.is_object() && r.value("peer", std::string()) == name) {
+        mine.push_back(r.value("prefix", std::string()) + " " + r.value("mode", std::string()));
+      }
+    }
+    found["routes"] = mine;
+  }
+  if (opt.json || opt.pretty) {
+    print_json(found, opt, out);
+  } else {
+    print_table("peer", found, opt.wide, out);
   }
   return 0;
 }

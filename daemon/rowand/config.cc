@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -98,11 +99,13 @@ bool Prefix::overlaps(const Prefix& o) const {
   return o.addr.version == addr.version && same_bits(addr, o.addr, std::min(len, o.len));
 }
 
-std::string Prefix::to_string() const { return ip_to_string(addr) + "/" + std::to_string(len); }
+// fmt rather than std::string's operator+: GCC 12 at -O3 reports a false
+// -Wrestrict inside the inlined operator+ (GCC bug 105329).
+std::string Prefix::to_string() const { return fmt::format("{}/{}", ip_to_string(addr), len); }
 
 std::string SockAddr::to_string() const {
-  if (addr.version == 6) return "[" + ip_to_string(addr) + "]:" + std::to_string(port);
-  return ip_to_string(addr) + ":" + std::to_string(port);
+  if (addr.version == 6) return fmt::format("[{}]:{}", ip_to_string(addr), port);
+  return fmt::format("{}:{}", ip_to_string(addr), port);
 }
 
 const char* to_string(RouteMode m) {
@@ -111,8 +114,6 @@ const char* to_string(RouteMode m) {
       return "passthrough";
     case RouteMode::kSplit:
       return "split";
-    case RouteMode::kDirect:
-      return "direct";
   }
   return "?";
 }
@@ -460,7 +461,7 @@ struct LinkPos {
   Pos name, device, bind;
 };
 struct PeerPos {
-  Pos name, endpoint;
+  Pos table, name, endpoint;
 };
 struct RoutePos {
   Pos prefix, peer;
@@ -560,7 +561,8 @@ std::string check_lcores(const std::string& text) {
   if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
   std::string avail;
   for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) avail += (avail.empty() ? "" : ",") + std::to_string(c);
+    if (CPU_ISSET(c, &allowed))
+      fmt::format_to(std::back_inserter(avail), "{}{}", avail.empty() ? "" : ",", c);
   }
   for (unsigned c : cpus_used) {
     if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) {
@@ -721,6 +723,14 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   r.duration("wake_coalesce", local.wake_coalesce, Duration::zero(), Duration::from_ms(10));
   r.boolean("insecure", local.insecure);
   r.str("private_key_file", local.private_key_file);
+  if (!local.insecure && local.private_key_file.empty()) {
+    const toml::node* kn = r.get("private_key_file");
+    if (kn == nullptr || kn->is_string()) {
+      errors.add(kn != nullptr ? pos_of(*kn) : r.pos(),
+                 "local.private_key_file is required unless local.insecure = true (create one "
+                 "with `rowanctl genkey`)");
+    }
+  }
   r.finish();
 }
 
@@ -808,14 +818,14 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
 }
 
 void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<PeerPos>& peer_pos,
-                const WanConfig& wan, Errors& errors) {
+                const WanConfig& wan, bool insecure, Errors& errors) {
   std::map<std::string, Pos> seen;
   std::vector<std::pair<SockAddr, Pos>> endpoints;
   each_table(root, "peer", [&](const toml::table& pt) {
     TableReader r(&pt, "peer.", errors);
     PeerConfig peer;
     PeerPos pp;
-    pp.name = pp.endpoint = r.pos();
+    pp.table = pp.name = pp.endpoint = r.pos();
     r.require("name");
     r.require("endpoint");
     const toml::node* n = nullptr;
@@ -892,7 +902,13 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
                                peer.endpoint.addr.version, peer.endpoint.to_string()));
       }
     }
-    if (const std::string* s = r.string_node("public_key", &n)) {
+    if (const std::string* s = r.string_node("public_key", &n); s == nullptr) {
+      if (!insecure && r.get("public_key") == nullptr) {
+        errors.add(pp.table,
+                   "peer.public_key is required unless local.insecure = true (the peer's "
+                   "`rowanctl pubkey`)");
+      }
+    } else {
       if (!crypto::key_from_base64(*s)) {
         r.error(n, "public_key",
                 fmt::format("{} is not an X25519 public key (44 base64 characters, as printed by "
@@ -937,10 +953,12 @@ void read_routes(TableReader& root, std::vector<RouteConfig>& routes,
       } else if (*s == "split") {
         route.mode = RouteMode::kSplit;
       } else if (*s == "direct") {
-        route.mode = RouteMode::kDirect;
-      } else {
         r.error(n, "mode",
-                fmt::format("{} is not \"passthrough\", \"split\" or \"direct\"", quote_text(*s)));
+                "'direct' is not a rowand mode: a prefix without a gateway function is routed "
+                "by the kernel (leave it out of rowand's routes); use \"passthrough\" or "
+                "\"split\"");
+      } else {
+        r.error(n, "mode", fmt::format("{} is not \"passthrough\" or \"split\"", quote_text(*s)));
       }
     }
     r.finish();
@@ -1075,9 +1093,52 @@ void read_log(TableReader& root, LogConfig& log, Errors& errors) {
   r.finish();
 }
 
+// What rowand opens for each peer (gateway.cc): the socket or DPDK port of the
+// peer's first link. Two peers on one link would bind the same address and
+// port (udp: EADDRINUSE at start-up) or share a port that answers one peer
+// (dpdk); a dpdk link carries IPv4 only, an MTU up to 9000, and reaches its
+// peer on its subnet or through next_hop (dpdk_wan_io.cc).
+void check_peer_links(const GatewayConfig& cfg, const std::vector<PeerPos>& peer_pos,
+                      Errors& errors) {
+  std::map<std::string, size_t> first_user;  // link name -> index of the first peer on it
+  for (size_t i = 0; i < cfg.peers.size(); ++i) {
+    const PeerConfig& p = cfg.peers[i];
+    if (p.links.empty() || p.name.empty()) continue;
+    const WanLinkConfig* link = cfg.find_link(p.links.front());
+    if (link == nullptr) continue;
+    auto [it, fresh] = first_user.emplace(link->name, i);
+    if (!fresh) {
+      const PeerConfig& other = cfg.peers[it->second];
+      errors.add(
+          peer_pos[i].table,
+          fmt::format(
+              "peer {}: would bind the same {} as peer {} (at {}): link {} ({}); "
+              "rowand opens one per peer, so give each peer its own [[wan.link]]",
+              quote_text(p.name), link->backend == WanBackend::kDpdk ? "DPDK port" : "UDP socket",
+              quote_text(other.name), at(peer_pos[it->second].table), quote_text(link->name),
+              link->backend == WanBackend::kDpdk ? link->device : link->bind.to_string()));
+    }
+    if (link->backend != WanBackend::kDpdk || p.endpoint.addr.version == 0) continue;
+    if (p.endpoint.addr.version != 4) {
+      errors.add(peer_pos[i].endpoint,
+                 fmt::format("peer.endpoint: {} is IPv6, but the dpdk link {} carries IPv4 only",
+                             p.endpoint.to_string(), quote_text(link->name)));
+    } else if (!link->next_hop && link->bind.addr.version == 4 &&
+               !Prefix{link->bind.addr, link->prefix_len}.contains(p.endpoint.addr)) {
+      errors.add(peer_pos[i].endpoint,
+                 fmt::format("peer.endpoint: {} is not on the dpdk link {}'s subnet {} and the "
+                             "link has no next_hop",
+                             p.endpoint.to_string(), quote_text(link->name),
+                             network_of({link->bind.addr, link->prefix_len}).to_string()));
+    }
+  }
+}
+
 // Checks across sections, on the parsed values.
 void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
-                 const std::vector<RoutePos>& route_pos, bool have_wan_table, Errors& errors) {
+                 const std::vector<PeerPos>& peer_pos, const std::vector<RoutePos>& route_pos,
+                 bool have_wan_table, Errors& errors) {
+  check_peer_links(cfg, peer_pos, errors);
   // Links: names, binds and devices unique.
   for (size_t i = 0; i < cfg.wan.links.size(); ++i) {
     const WanLinkConfig& a = cfg.wan.links[i];
@@ -1099,6 +1160,15 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
                    fmt::format("wan.link.device: {} is already used by the link at {}",
                                quote_text(a.device), at(link_pos[j].device)));
       }
+    }
+    if (a.backend == WanBackend::kDpdk && a.bind.addr.version == 6) {
+      errors.add(link_pos[i].bind,
+                 fmt::format("wan.link.bind: {} is IPv6, but the dpdk backend carries IPv4 only",
+                             a.bind.to_string()));
+    }
+    if (a.backend == WanBackend::kDpdk && a.mtu > 9000) {
+      errors.add(link_pos[i].name,
+                 fmt::format("wan.link.mtu: {} is above the dpdk backend's 9000", a.mtu));
     }
     if (!a.device.empty() && a.device == cfg.local.device) {
       errors.add(link_pos[i].device, fmt::format("wan.link.device: {} is the local port's device",
@@ -1149,7 +1219,8 @@ void cross_check(const GatewayConfig& cfg, const std::vector<LinkPos>& link_pos,
   }
 }
 
-GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors& errors) {
+GatewayConfig parse_tree(const toml::table& doc, const std::string& path, bool check_files,
+                         Errors& errors) {
   GatewayConfig cfg;
   cfg.path = path;
   TableReader root(&doc, "", errors);
@@ -1159,7 +1230,7 @@ GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors
   read_eal(root, cfg.eal, errors);
   read_local(root, cfg.local, errors);
   read_wan(root, cfg.wan, link_pos, errors);
-  read_peers(root, cfg.peers, peer_pos, cfg.wan, errors);
+  read_peers(root, cfg.peers, peer_pos, cfg.wan, cfg.local.insecure, errors);
   read_routes(root, cfg.routes, route_pos, errors);
   read_cc(root, cfg.cc, errors);
   read_control(root, cfg.control, errors);
@@ -1172,18 +1243,29 @@ GatewayConfig parse_tree(const toml::table& doc, const std::string& path, Errors
       cfg.local.private_key_file = path.substr(0, slash + 1) + cfg.local.private_key_file;
     }
   }
-  cross_check(cfg, link_pos, route_pos, doc.get("wan") != nullptr, errors);
+  cross_check(cfg, link_pos, peer_pos, route_pos, doc.get("wan") != nullptr, errors);
+  if (check_files && !cfg.local.insecure && !cfg.local.private_key_file.empty()) {
+    // What start-up does with the key file (crypto/keys.h): readable by the
+    // owner only, and a key.
+    try {
+      (void)crypto::load_private_key_file(cfg.local.private_key_file);
+    } catch (const std::exception& e) {
+      const toml::node* kn = doc["local"]["private_key_file"].node();
+      errors.add(kn != nullptr ? pos_of(*kn) : Pos{},
+                 fmt::format("local.private_key_file: {}", e.what()));
+    }
+  }
   return cfg;
 }
 
 }  // namespace
 
-GatewayConfig parse_config(std::string_view text, const std::string& path) {
+GatewayConfig parse_config(std::string_view text, const std::string& path, bool check_files) {
   Errors errors(path);
   GatewayConfig cfg;
   try {
     toml::table doc = toml::parse(text, path);
-    cfg = parse_tree(doc, path, errors);
+    cfg = parse_tree(doc, path, check_files, errors);
   } catch (const toml::parse_error& e) {
     errors.add(pos_of(e.source()), std::string(e.description()));
   } catch (const std::exception& e) {
@@ -1209,41 +1291,13 @@ GatewayConfig load_config(const std::string& path) {
     throw ConfigError(
         {fmt::format("{}:1:1: cannot read the file: {}", path, std::strerror(errno))});
   }
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, /*check_files=*/true);
 }
 
 // ---------------------------------------------------------------------------
 // Writing TOML back
 
 namespace {
-
-std::string toml_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7F) {
-          out += fmt::format("\\u{:04X}", u);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string rate_text(BitsPerSec r) {
   const uint64_t b = r.bps();
@@ -1262,153 +1316,138 @@ std::string duration_text(Duration d) {
   return fmt::format("{}ns", ns);
 }
 
-std::string real_text(double v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
+template <class T>
+toml::array string_array(const std::vector<T>& v) {
+  toml::array a;
+  for (const auto& e : v) a.push_back(e);
+  return a;
 }
 
-std::string eal_toml(const EalConfig& e) {
-  std::string s = "[eal]\n";
-  s += fmt::format("lcores = {}\n", toml_string(e.lcores));
-  s += fmt::format("file_prefix = {}\n", toml_string(e.file_prefix));
-  s += fmt::format("huge_dir = {}\n", toml_string(e.huge_dir));
-  s += fmt::format("no_huge = {}\n", e.no_huge);
-  s += fmt::format("in_memory = {}\n", e.in_memory);
-  s += fmt::format("memory_mb = {}\n", e.memory_mb);
-  s += "extra_args = [";
-  for (size_t i = 0; i < e.extra_args.size(); ++i) {
-    s += (i == 0 ? "" : ", ") + toml_string(e.extra_args[i]);
-  }
-  return s + "]\n";
+toml::table eal_table(const EalConfig& e) {
+  return toml::table{{"lcores", e.lcores},
+                     {"file_prefix", e.file_prefix},
+                     {"huge_dir", e.huge_dir},
+                     {"no_huge", e.no_huge},
+                     {"in_memory", e.in_memory},
+                     {"memory_mb", int64_t{e.memory_mb}},
+                     {"extra_args", string_array(e.extra_args)}};
 }
 
-std::string local_toml(const LocalConfig& l) {
-  std::string s = "[local]\n";
-  s += fmt::format("device = {}\n", toml_string(l.device));
-  s += fmt::format("address = {}\n", toml_string(ip_to_string(l.address)));
-  s += fmt::format("prefix_len = {}\n", l.prefix_len);
+toml::table local_table(const LocalConfig& l) {
+  toml::table t{{"device", l.device},
+                {"address", ip_to_string(l.address)},
+                {"prefix_len", int64_t{l.prefix_len}},
+                {"mtu", int64_t{l.mtu}},
+                {"roce_mtu", int64_t{l.roce_mtu}},
+                {"rx_ring", int64_t{l.rx_ring}},
+                {"tx_ring", int64_t{l.tx_ring}},
+                {"wake_coalesce", duration_text(l.wake_coalesce)},
+                {"insecure", l.insecure}};
   if (l.address6.version == 6) {
-    s += fmt::format("address6 = {}\n", toml_string(ip_to_string(l.address6)));
-    s += fmt::format("prefix_len6 = {}\n", l.prefix_len6);
+    t.insert("address6", ip_to_string(l.address6));
+    t.insert("prefix_len6", int64_t{l.prefix_len6});
   }
   if (l.mac) {
     const auto& m = *l.mac;
-    s += fmt::format("mac = \"{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\"\n", m[0], m[1], m[2],
-                     m[3], m[4], m[5]);
+    t.insert("mac", fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3],
+                                m[4], m[5]));
   }
-  s += fmt::format("mtu = {}\n", l.mtu);
-  s += fmt::format("rx_ring = {}\n", l.rx_ring);
-  s += fmt::format("tx_ring = {}\n", l.tx_ring);
-  s += fmt::format("wake_coalesce = {}\n", toml_string(duration_text(l.wake_coalesce)));
-  if (!l.private_key_file.empty()) {
-    s += fmt::format("private_key_file = {}\n", toml_string(l.private_key_file));
-  }
-  s += fmt::format("insecure = {}\n", l.insecure ? "true" : "false");
-  return s;
+  if (!l.private_key_file.empty()) t.insert("private_key_file", l.private_key_file);
+  return t;
 }
 
-std::string wan_toml(const WanConfig& w) {
-  std::string s = "[wan]\n";
-  s += fmt::format("send_buffer_bdp = {}\n", real_text(w.send_buffer_bdp));
-  s += fmt::format("recv_window_bdp = {}\n", real_text(w.recv_window_bdp));
-  s += fmt::format("max_flows = {}\n", w.max_flows);
-  s += fmt::format("flow_idle_timeout = {}\n", toml_string(duration_text(w.flow_idle_timeout)));
+toml::table wan_table(const WanConfig& w) {
+  toml::array links;
   for (const auto& l : w.links) {
-    s += "\n[[wan.link]]\n";
-    s += fmt::format("name = {}\n", toml_string(l.name));
-    s += fmt::format("backend = \"{}\"\n", l.backend == WanBackend::kDpdk ? "dpdk" : "udp");
-    s += fmt::format("bind = {}\n", toml_string(l.bind.to_string()));
+    toml::table lt{{"name", l.name},
+                   {"backend", l.backend == WanBackend::kDpdk ? "dpdk" : "udp"},
+                   {"bind", l.bind.to_string()},
+                   {"rate", rate_text(l.rate)},
+                   {"rtt", duration_text(l.rtt)},
+                   {"mtu", int64_t{l.mtu}}};
     if (l.backend == WanBackend::kDpdk) {
-      s += fmt::format("device = {}\n", toml_string(l.device));
-      s += fmt::format("prefix_len = {}\n", l.prefix_len);
-      if (l.next_hop) s += fmt::format("next_hop = {}\n", toml_string(ip_to_string(*l.next_hop)));
+      lt.insert("device", l.device);
+      lt.insert("prefix_len", int64_t{l.prefix_len});
+      if (l.next_hop) lt.insert("next_hop", ip_to_string(*l.next_hop));
     }
-    s += fmt::format("rate = {}\n", toml_string(rate_text(l.rate)));
-    s += fmt::format("rtt = {}\n", toml_string(duration_text(l.rtt)));
-    s += fmt::format("mtu = {}\n", l.mtu);
+    links.push_back(std::move(lt));
   }
-  return s;
+  toml::table t{{"send_buffer_bdp", w.send_buffer_bdp},
+                {"recv_window_bdp", w.recv_window_bdp},
+                {"max_flows", int64_t{w.max_flows}},
+                {"flow_idle_timeout", duration_text(w.flow_idle_timeout)}};
+  if (!links.empty()) t.insert("link", std::move(links));
+  return t;
 }
 
-std::string peers_toml(const std::vector<PeerConfig>& peers) {
-  std::string s;
+toml::array peers_array(const std::vector<PeerConfig>& peers) {
+  toml::array a;
   for (const auto& p : peers) {
-    s += s.empty() ? "[[peer]]\n" : "\n[[peer]]\n";
-    s += fmt::format("name = {}\n", toml_string(p.name));
-    s += fmt::format("endpoint = {}\n", toml_string(p.endpoint.to_string()));
-    s += "links = [";
-    for (size_t i = 0; i < p.links.size(); ++i) s += (i == 0 ? "" : ", ") + toml_string(p.links[i]);
-    s += "]\n";
-    if (!p.public_key.empty()) s += fmt::format("public_key = {}\n", toml_string(p.public_key));
+    toml::table t{
+        {"name", p.name}, {"endpoint", p.endpoint.to_string()}, {"links", string_array(p.links)}};
+    if (!p.public_key.empty()) t.insert("public_key", p.public_key);
+    a.push_back(std::move(t));
   }
-  return s;
+  return a;
 }
 
-std::string routes_toml(const std::vector<RouteConfig>& routes) {
-  std::string s;
+toml::array routes_array(const std::vector<RouteConfig>& routes) {
+  toml::array a;
   for (const auto& r : routes) {
-    s += s.empty() ? "[[route]]\n" : "\n[[route]]\n";
-    s += fmt::format("prefix = {}\n", toml_string(r.prefix.to_string()));
-    s += fmt::format("peer = {}\n", toml_string(r.peer));
-    s += fmt::format("mode = \"{}\"\n", to_string(r.mode));
+    a.push_back(toml::table{
+        {"prefix", r.prefix.to_string()}, {"peer", r.peer}, {"mode", to_string(r.mode)}});
   }
-  return s;
+  return a;
 }
 
-std::string cc_toml(const CcConfig& c) {
-  std::string s = "[cc]\n";
-  s += fmt::format("algorithm = {}\n", toml_string(c.algorithm));
+toml::table cc_table(const CcConfig& c) {
+  toml::table t{{"algorithm", c.algorithm}};
   if (!c.params.empty()) {
-    s += "\n[cc.params]\n";
-    // Values as the text the algorithm parses; TOML keys quoted when needed.
-    for (const auto& [k, v] : c.params.values()) {
-      const bool bare = valid_name(k) && k.find('.') == std::string::npos;
-      s += fmt::format("{} = {}\n", bare ? k : toml_string(k), toml_string(v));
-    }
+    // Values as the text the algorithm parses (it reads every kind as text).
+    toml::table params;
+    for (const auto& [k, v] : c.params.values()) params.insert(k, v);
+    t.insert("params", std::move(params));
   }
-  return s;
-}
-
-std::string control_toml(const ControlConfig& c) {
-  return fmt::format("[control]\nsocket = {}\ngroup = {}\n", toml_string(c.socket),
-                     toml_string(c.group));
-}
-
-std::string metrics_toml(const MetricsConfig& m) {
-  return fmt::format("[metrics]\nenabled = {}\nlisten = {}\n", m.enabled,
-                     toml_string(m.listen.to_string()));
-}
-
-std::string log_toml(const LogConfig& l) {
-  return fmt::format("[log]\nlevel = {}\n", toml_string(l.level));
+  return t;
 }
 
 }  // namespace
 
+// Written by toml++'s formatter (quoting, escapes, [[arrays of tables]]);
+// the tables come out in toml++'s key order.
 std::string to_toml(const GatewayConfig& cfg) {
-  std::string s = fmt::format("# rowand configuration{}\n\n",
-                              cfg.path.empty() ? "" : " (from " + cfg.path + ")");
-  s += eal_toml(cfg.eal) + "\n";
-  s += local_toml(cfg.local) + "\n";
-  s += wan_toml(cfg.wan) + "\n";
-  if (!cfg.peers.empty()) s += peers_toml(cfg.peers) + "\n";
-  if (!cfg.routes.empty()) s += routes_toml(cfg.routes) + "\n";
-  s += cc_toml(cfg.cc) + "\n";
-  s += control_toml(cfg.control) + "\n";
-  s += metrics_toml(cfg.metrics) + "\n";
-  s += log_toml(cfg.log);
-  return s;
+  toml::table doc{
+      {"eal", eal_table(cfg.eal)},
+      {"local", local_table(cfg.local)},
+      {"wan", wan_table(cfg.wan)},
+      {"cc", cc_table(cfg.cc)},
+      {"control", toml::table{{"socket", cfg.control.socket}, {"group", cfg.control.group}}},
+      {"metrics",
+       toml::table{{"enabled", cfg.metrics.enabled}, {"listen", cfg.metrics.listen.to_string()}}},
+      {"log", toml::table{{"level", cfg.log.level}}}};
+  if (!cfg.peers.empty()) doc.insert("peer", peers_array(cfg.peers));
+  if (!cfg.routes.empty()) doc.insert("route", routes_array(cfg.routes));
+  std::ostringstream out;
+  out << "# rowand configuration";
+  // A comment ends at the line's end: a path with a newline is not echoed.
+  if (!cfg.path.empty() && cfg.path.find_first_of("\r\n") == std::string::npos) {
+    out << " (from " << cfg.path << ")";
+  }
+  out << "\n\n" << toml::toml_formatter(doc) << "\n";
+  return out.str();
 }
 
 std::vector<std::string> reload_blockers(const GatewayConfig& running, const GatewayConfig& next) {
   std::vector<std::string> out;
-  if (eal_toml(running.eal) != eal_toml(next.eal)) out.emplace_back("[eal]");
-  if (local_toml(running.local) != local_toml(next.local)) out.emplace_back("[local]");
-  if (wan_toml(running.wan) != wan_toml(next.wan)) out.emplace_back("[wan]");
-  if (peers_toml(running.peers) != peers_toml(next.peers)) out.emplace_back("[[peer]]");
-  if (control_toml(running.control) != control_toml(next.control)) out.emplace_back("[control]");
-  if (metrics_toml(running.metrics) != metrics_toml(next.metrics)) out.emplace_back("[metrics]");
+  if (!(running.eal == next.eal)) out.emplace_back("[eal]");
+  if (!(running.local == next.local)) out.emplace_back("[local]");
+  // wan.flow_idle_timeout applies on reload (Gateway::reload); the rest of [wan] does not.
+  WanConfig wan = next.wan;
+  wan.flow_idle_timeout = running.wan.flow_idle_timeout;
+  if (!(running.wan == wan)) out.emplace_back("[wan]");
+  if (running.peers != next.peers) out.emplace_back("[[peer]]");
+  if (!(running.control == next.control)) out.emplace_back("[control]");
+  if (!(running.metrics == next.metrics)) out.emplace_back("[metrics]");
   return out;
 }
 

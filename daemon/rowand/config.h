@@ -25,6 +25,7 @@ namespace rowan::gw {
 struct Prefix {
   roce::IpAddr addr;
   uint8_t len = 0;
+  bool operator==(const Prefix&) const = default;
   /// True when `a` (same version) falls inside the prefix.
   bool contains(const roce::IpAddr& a) const;
   bool overlaps(const Prefix& o) const;
@@ -36,6 +37,7 @@ struct SockAddr {
   roce::IpAddr addr;
   uint16_t port = 0;
   std::string to_string() const;
+  bool operator==(const SockAddr&) const = default;
 };
 
 inline constexpr uint16_t kDefaultWanPort = 47910;
@@ -48,6 +50,7 @@ struct EalConfig {
   bool in_memory = false;    ///< --in-memory (production)
   uint32_t memory_mb = 0;    ///< -m; 0: EAL default
   std::vector<std::string> extra_args;
+  bool operator==(const EalConfig&) const = default;
 };
 
 struct LocalConfig {
@@ -71,6 +74,7 @@ struct LocalConfig {
   std::string private_key_file;
   /// Plaintext WAN links (no encryption, no peer authentication); logged loudly.
   bool insecure = false;
+  bool operator==(const LocalConfig&) const = default;
 };
 
 enum class WanBackend : uint8_t { kUdp, kDpdk };
@@ -85,6 +89,7 @@ struct WanLinkConfig {
   BitsPerSec rate = BitsPerSec::from_gbps(1);  ///< link capacity (BDP sizing, CC hints)
   Duration rtt = Duration::from_ms(20);        ///< expected base RTT (BDP sizing, first PTO)
   uint32_t mtu = 1500;                         ///< IP MTU of the long-haul path
+  bool operator==(const WanLinkConfig&) const = default;
 };
 
 struct WanConfig {
@@ -93,6 +98,7 @@ struct WanConfig {
   uint32_t max_flows = 4096;     ///< flows (streams) per peer
   Duration flow_idle_timeout = Duration::from_s(60);
   std::vector<WanLinkConfig> links;
+  bool operator==(const WanConfig&) const = default;
 };
 
 struct PeerConfig {
@@ -101,9 +107,13 @@ struct PeerConfig {
   std::vector<std::string> links;  ///< names of [[wan.link]]s to reach it; when the file
                                    ///< names none, parsing fills in every link (never empty)
   std::string public_key;          ///< the peer's X25519 public key (base64, 44 characters)
+  bool operator==(const PeerConfig&) const = default;
 };
 
-enum class RouteMode : uint8_t { kPassthrough, kSplit, kDirect };
+/// How a route's packets cross the WAN (ARCHITECTURE.md, "Modes of a route").
+/// There is no "direct" mode in rowand: a prefix with no gateway function is
+/// routed by the host's kernel, not given to rowand.
+enum class RouteMode : uint8_t { kPassthrough, kSplit };
 const char* to_string(RouteMode m);
 
 struct RouteConfig {
@@ -120,11 +130,13 @@ struct CcConfig {
 struct ControlConfig {
   std::string socket = "/run/rowan/control.sock";
   std::string group = "rowan";  ///< socket group (mode 0660); empty: the daemon's group
+  bool operator==(const ControlConfig&) const = default;
 };
 
 struct MetricsConfig {
   bool enabled = true;
   SockAddr listen{roce::IpAddr{4, {127, 0, 0, 1}}, 9464};
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 struct LogConfig {
@@ -157,10 +169,17 @@ class ConfigError : public std::runtime_error {
   std::vector<std::string> errors_;
 };
 
-/// Parses and validates `path`. Throws ConfigError (never partially applies).
+/// Parses and validates `path`, with every check start-up makes before it
+/// opens anything: the text, the values, the sections against each other
+/// (peers that would share a socket, routes, links) and the private key file
+/// (readable by its owner only, a key). Throws ConfigError (never partially
+/// applies).
 GatewayConfig load_config(const std::string& path);
 /// The same from text, `path` only naming it in messages (tests, fuzzing).
-GatewayConfig parse_config(std::string_view text, const std::string& path);
+/// Files the config names (local.private_key_file) are only read with
+/// `check_files`.
+GatewayConfig parse_config(std::string_view text, const std::string& path,
+                           bool check_files = false);
 
 /// The prefix with its host bits cleared (198.18.1.1/24 -> 198.18.1.0/24).
 Prefix network_of(const Prefix& p);
@@ -175,7 +194,7 @@ std::optional<SockAddr> parse_sockaddr(std::string_view text, uint16_t default_p
 std::string to_toml(const GatewayConfig& cfg);
 
 /// What a SIGHUP reload cannot apply without a restart: the names of the
-/// sections that differ between the running and the new config ("[eal]",
+/// sections whose values differ between the running and the new config ("[eal]",
 /// "[local]", "[wan]", "[[peer]]", "[control]", "[metrics]"). Routes, [cc] and
 /// [log] reload in place and are never listed. Empty: the reload is complete.
 std::vector<std::string> reload_blockers(const GatewayConfig& running, const GatewayConfig& next);

@@ -3,6 +3,7 @@
 // by its own thread so packet cores never block on it.
 //
 // Request:  {"cmd":"status"} | {"cmd":"peers"} | {"cmd":"links"} | {"cmd":"flows"}
+//           (status: version, uptime_s, config, local, routes, counters)
 //           | {"cmd":"reload"}   (optional "args":{...})
 // Reply:    {"ok":true,"result":{...}}  or  {"ok":false,"error":"..."}
 //
@@ -17,7 +18,9 @@
 //   peers  -> an array of objects, one per peer ({"peers":[...]} is accepted too)
 //   links  -> an array of objects, one per link
 //   flows  -> an array of objects, one per flow
-//   reload -> an object ({"requested":true})
+//   reload -> once the packet loop has tried the file (reload.h):
+//             {"accepted":true,"applied":"...","restart_needed":["[metrics]"]} or
+//             {"accepted":false,"errors":["FILE:LINE:COL: message",...]}
 // rowanctl's narrow tables pick, when present: peers name, endpoint, state,
 // cc, srtt_s, min_rtt_s, cwnd_bytes, pacing_rate_bps, bytes_in_flight,
 // delivered_bytes, retransmitted_packets, lost_packets; links name, backend,

@@ -7,10 +7,12 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <time.h>
 
 #include "codec/bytes.h"
 #include "registry.h"
+#include "rowan/build_version.h"
 
 namespace rowan::gw {
 namespace {
@@ -33,12 +35,6 @@ bool ip_equal(const roce::IpAddr& a, const roce::IpAddr& b) {
 std::string mac_text(const Mac& m) {
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4],
                      m[5]);
-}
-
-std::string ip_text(const roce::IpAddr& a) {
-  char b[64];
-  roce::format_ip_addr(a, b, sizeof b);
-  return b;
 }
 
 // Basic IP sanity: version, header and total lengths within `len`. Returns the
@@ -100,10 +96,10 @@ void ipv6_header(uint8_t* ip, uint16_t plen, const uint8_t* src, const uint8_t* 
 }  // namespace
 
 const char* const kDropNames[] = {
-    "runt_frame",       "not_for_us", "unsupported_l2",   "malformed_ip", "malformed_arp",
-    "to_gateway",       "no_route",   "mode_unsupported", "oversize",     "malformed_roce",
-    "flow_table_full",  "backlog",    "peer_down",        "bad_record",   "not_local",
-    "neighbor_pending", "no_mbuf",    "local_tx_full",
+    "runt_frame", "not_for_us",    "unsupported_l2", "malformed_ip",   "malformed_arp",
+    "to_gateway", "no_route",      "oversize",       "malformed_roce", "flow_table_full",
+    "backlog",    "peer_down",     "bad_record",     "not_local",      "neighbor_pending",
+    "no_mbuf",    "local_tx_full",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
 
@@ -206,6 +202,12 @@ class GatewaySplitIo final : public SplitIo {
 // ---------------------------------------------------------------------------
 // Gateway
 
+std::string ip_text(const roce::IpAddr& a) {
+  char b[64];
+  roce::format_ip_addr(a, b, sizeof b);
+  return b;
+}
+
 Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     : cfg_(cfg),
       local_(local),
@@ -219,6 +221,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   site6_.addr = cfg.local.address6;  // version 0 (none): contains() nothing
   site6_.len = cfg.local.prefix_len6;
   const TimePoint now = clock.now();
+  started_ = now;
   crypto::Key private_key{};
   if (!cfg.local.insecure) {
     if (cfg.local.private_key_file.empty()) {
@@ -237,6 +240,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   for (const PeerConfig& pc : cfg.peers) {
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
+    p->events = PeerEvents(pc.name);
     p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
     if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
     io::PacketIo* wan = nullptr;
@@ -585,10 +589,6 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
   const Route* r = lookup(dst);
   if (r == nullptr) {
     drop(Drop::kNoRoute, m);
-    return;
-  }
-  if (r->mode == RouteMode::kDirect) {
-    drop(Drop::kModeUnsupported, m);
     return;
   }
   // kSplit: every flow starts in passthrough (ARCHITECTURE.md) until the
@@ -1008,6 +1008,26 @@ void Gateway::housekeeping(TimePoint now) noexcept {
 }
 
 void Gateway::publish(TimePoint now) {
+  // The peers' events, logged here (every 100 ms) rather than on the packet path.
+  for (auto& pp : peers_) {
+    PeerState& p = *pp;
+    PeerEvents::Observation o;
+    o.up = p.health.up();
+    o.seen = p.health.seen();
+    o.outages = p.health.outages();
+    o.last_outage = p.health.last_outage();
+    if (p.secure) {
+      o.handshakes = p.secure->secure_stats().handshakes_completed;
+      o.peer_restarts = p.secure->secure_stats().peer_restarts;
+    }
+    for (const PeerEvents::Line& line : p.events.observe(o, now)) {
+      if (line.level == PeerEvents::Level::kWarn) {
+        spdlog::warn("{}", line.text);
+      } else {
+        spdlog::info("{}", line.text);
+      }
+    }
+  }
   nlohmann::ordered_json s = make_snapshot(now);
   DataPathMetrics m;
   fill_metrics(now, m);
@@ -1172,7 +1192,10 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                        {"peer", peers_[r.peer]->cfg.name},
                        {"mode", to_string(r.mode)}});
   }
-  J status{{"local", J{{"device", cfg_.local.device},
+  J status{{"version", ROWAN_BUILD_VERSION},
+           {"uptime_s", (now - started_).seconds()},
+           {"config", cfg_.path},
+           {"local", J{{"device", cfg_.local.device},
                        {"address",
                         ip_text(cfg_.local.address) + "/" + std::to_string(cfg_.local.prefix_len)},
                        {"mac", mac_text(mac_)},

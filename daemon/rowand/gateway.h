@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "busy_meter.h"
 #include "config.h"
 #include "crypto/secure_io.h"
 #include "dpdk_port.h"
@@ -36,6 +37,7 @@
 #include "flow_table.h"
 #include "io/udp_uring.h"
 #include "metrics.h"
+#include "peer_events.h"
 #include "peer_health.h"
 #include "rx_waker.h"
 #include "send_admission.h"
@@ -54,11 +56,10 @@ enum class Drop : uint8_t {
   kUnsupportedL2,  ///< VLAN-tagged or an unknown ethertype
   kMalformedIp,    ///< bad version, header or lengths
   kMalformedArp,
-  kToGateway,        ///< addressed to the gateway itself (not served)
-  kNoRoute,          ///< no [[route]] covers the destination
-  kModeUnsupported,  ///< route mode this build does not carry
-  kOversize,         ///< larger than [local] mtu
-  kMalformedRoce,    ///< UDP/4791 that does not parse as RoCEv2
+  kToGateway,      ///< addressed to the gateway itself (not served)
+  kNoRoute,        ///< no [[route]] covers the destination
+  kOversize,       ///< larger than [local] mtu
+  kMalformedRoce,  ///< UDP/4791 that does not parse as RoCEv2
   kFlowTableFull,
   kBacklog,          ///< the peer's send buffer is full
   kPeerDown,         ///< no transport to the route's peer
@@ -111,6 +112,7 @@ struct PeerState {
   uint64_t peer_restarts_seen = 0;  ///< secure->peer_restarts when the transport was last reset
   uint64_t transport_resets = 0;    ///< transports dropped because the peer restarted
   PeerHealth health;                ///< outages of the link (housekeeping)
+  PeerEvents events{""};            ///< its up/down/handshake log lines (publish)
   DrainWatch drain;                 ///< whether the send buffer drains (poll)
   TimePoint last_ping;              ///< insecure links: the transport's own keepalive
   std::unique_ptr<transport::Connection> conn;
@@ -187,6 +189,8 @@ class Gateway {
 
   /// Copies the state the control socket shows (packet lcore).
   void publish(TimePoint now);
+  /// The packet loop's busy/idle time (the loop feeds it each pass).
+  BusyMeter& busy_meter() noexcept { return busy_; }
   /// Packet lcore: a control request waits for a fresh publish().
   bool publish_wanted() const noexcept { return publish_wanted_.load(std::memory_order_acquire); }
   /// Control thread: the state for `cmd` (status|peers|links|flows) as of
@@ -253,6 +257,8 @@ class Gateway {
   uint32_t txq_head_ = 0, txq_len_ = 0;
   std::vector<uint8_t> scratch_;  ///< one record being assembled or sent
 
+  TimePoint started_;  ///< construction: `status` reports the uptime from it
+  BusyMeter busy_;
   TimePoint next_housekeeping_;
   TimePoint window_start_;
   uint64_t window_total_ = 0, last_window_total_ = 0;
@@ -273,6 +279,9 @@ class Gateway {
   nlohmann::ordered_json snap_;
   DataPathMetrics metrics_;  ///< guarded by snap_mu_
 };
+
+/// "198.18.1.10", "2001:2::10" (control path).
+std::string ip_text(const roce::IpAddr& a);
 
 /// Connection id both gateways of a pair derive alike from their endpoints.
 uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b);

@@ -1,7 +1,10 @@
 // Gateway::fill_metrics and Gateway::metrics: the packet lcore's plain
 // counters copied into a DataPathMetrics (metrics.h) for the Prometheus
 // collector. Runs in publish(), about ten times a second, never per packet.
+#include <algorithm>
 #include <chrono>
+
+#include <fmt/format.h>
 
 #include "gateway.h"
 
@@ -15,6 +18,7 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
 
   m.lcores = 1;
   m.loop_iterations = ctr_.loops;
+  m.workers.push_back({0, busy_.busy(), busy_.idle(), busy_.busy_ratio()});
   m.local_rx_packets = ctr_.local_rx_packets;
   m.local_rx_bytes = ctr_.local_rx_bytes;
   m.local_tx_packets = ctr_.local_tx_packets;
@@ -122,11 +126,52 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     m.routes.push_back(
         RouteMetrics{r.prefix.to_string(), peers_[r.peer]->cfg.name, to_string(r.mode), 0});
   }
+  std::vector<const Flow*> used;
+  used.reserve(flows_.size());
   for (const Flow& f : flows_.flows()) {
     if (!f.used) continue;
+    used.push_back(&f);
     const Route* r = lookup(f.key.dst);
-    if (r != nullptr) ++m.routes[static_cast<size_t>(r - routes_.data())].active_flows;
+    if (r == nullptr) continue;
+    RouteMetrics& rm = m.routes[static_cast<size_t>(r - routes_.data())];
+    ++rm.active_flows;
+    rm.active_packets += f.packets;
+    rm.active_bytes += f.bytes;
   }
+  // The largest flows by bytes (the exporter ranks them across lcores).
+  const size_t n = std::min(used.size(), kTopFlows);
+  std::partial_sort(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(n), used.end(),
+                    [](const Flow* a, const Flow* b) { return a->bytes > b->bytes; });
+  for (size_t i = 0; i < n; ++i) {
+    const Flow& f = *used[i];
+    FlowMetrics fm;
+    fm.peer = peers_[f.peer]->cfg.name;
+    fm.kind = to_string(f.key.kind);
+    fm.src = ip_text(f.key.src);
+    fm.dst = ip_text(f.key.dst);
+    if (f.key.kind == FlowKind::kRoce) {
+      fm.id = fmt::format("qp {}", f.key.qp);
+    } else if (f.key.kind != FlowKind::kOther) {
+      fm.id = fmt::format("{}>{}", f.key.sport, f.key.dport);
+    } else {
+      fm.id = fmt::format("proto {}", f.key.proto);
+    }
+    fm.packets = f.packets;
+    fm.bytes = f.bytes;
+    m.top_flows.push_back(std::move(fm));
+  }
+  const SplitStats& ss = split_->stats();
+  m.split.local_acks = ss.acks_sent;
+  m.split.naks = ss.naks_sent;
+  m.split.cnps = ss.cnps_sent;
+  m.split.reoriginated = ss.reoriginated;
+  m.split.retransmitted = ss.retransmitted;
+  m.split.paired = ss.flows_paired;
+  m.split.fatal = ss.fatal;
+  const auto roles = split_->role_counts();
+  m.split.tracking = roles[0];
+  m.split.ingress = roles[1];
+  m.split.egress = roles[2];
 }
 
 DataPathMetrics Gateway::metrics() const {

@@ -5,6 +5,7 @@
 //
 //   rowand -c /etc/rowan/rowand.toml
 //   rowand --check-config -c FILE      exit 0, or 78 with every error as FILE:LINE:COL
+//   rowand --print-config -c FILE      the same checks, then the config with every default
 //
 // Under systemd (deploy/systemd/rowand.service, Type=notify): READY=1 once the
 // ports, the control socket and the exposer are up; STATUS= lines as it goes;
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -35,7 +37,10 @@
 #include "gateway.h"
 #include "idle_policy.h"
 #include "io/af_packet_ring.h"
+#include "logging.h"
 #include "metrics.h"
+#include "reload.h"
+#include "rowan/build_version.h"
 #include "telemetry.h"
 
 namespace {
@@ -98,20 +103,51 @@ extern "C" void on_signal(int sig) {
 
 class Handler final : public rowan::gw::ControlHandler {
  public:
-  explicit Handler(const rowan::gw::Gateway& gw) : gw_(gw) {}
+  Handler(const rowan::gw::Gateway& gw, rowan::gw::ReloadRequests& reloads)
+      : gw_(gw), reloads_(reloads) {}
   nlohmann::ordered_json handle(const std::string& cmd,
                                 const nlohmann::ordered_json& args) override {
     (void)args;
     if (cmd == "reload") {
-      g_reload.store(true, std::memory_order_relaxed);
-      return {{"requested", true}};
+      // The packet loop reloads; this thread answers with its result, within
+      // rowanctl's default 5 s timeout.
+      const auto result = reloads_.request(std::chrono::seconds(4));
+      if (!result) throw std::invalid_argument("reload: the packet loop gave no result within 4 s");
+      return result->to_json();
     }
     return gw_.snapshot(cmd);
   }
 
  private:
   const rowan::gw::Gateway& gw_;
+  rowan::gw::ReloadRequests& reloads_;
 };
+
+/// Re-reads the config file and applies what a reload can (routes, [cc],
+/// [log]); the packet-loop thread only.
+rowan::gw::ReloadResult reload(const rowan::gw::GatewayConfig& running,
+                               rowan::gw::Gateway& gateway) {
+  using namespace rowan;
+  gw::ReloadResult r;
+  try {
+    const gw::GatewayConfig fresh = gw::load_config(running.path);
+    r.restart_needed = gw::reload_blockers(running, fresh);
+    for (const auto& section : r.restart_needed) {
+      spdlog::warn("reload: changes to {} need a restart; keeping the running ones", section);
+    }
+    r.applied = gateway.reload(fresh);
+    if (const auto level = spdlog::level::from_str(fresh.log.level); level != spdlog::get_level()) {
+      r.applied += fmt::format("; log level {}", fresh.log.level);
+      spdlog::set_level(level);
+    }
+    r.accepted = true;
+    spdlog::info("reloaded {}: {}", running.path, r.applied);
+  } catch (const gw::ConfigError& e) {
+    r.errors = e.errors();
+    for (const auto& line : r.errors) spdlog::error("reload rejected: {}", line);
+  }
+  return r;
+}
 
 int run(const rowan::gw::GatewayConfig& cfg) {
   using namespace rowan;
@@ -128,6 +164,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       devices.push_back(io::af_packet_device(link.device, io::ethernet_frame(link.mtu), nullptr));
     }
   }
+  gw::route_dpdk_log();  // the EAL's own lines too, at their levels
   gw::init_eal(cfg.eal, devices);
   int rc = 0;
   {
@@ -135,7 +172,8 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, 8191);
     MonotonicClock clock;
     gw::Gateway gateway(cfg, local, clock);
-    Handler handler(gateway);
+    gw::ReloadRequests reloads;
+    Handler handler(gateway, reloads);
     gw::ControlServer control(cfg.control, handler);
     control.start();
     const gw::Telemetry telemetry(gateway);
@@ -169,10 +207,13 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     }
     TimePoint next_publish = clock.now();
     uint64_t loops = 0;
+    bool worked = false;  // the previous pass's (busy_meter.h)
     while (!g_stop.load(std::memory_order_relaxed)) {
       g_heartbeat.store(++loops, std::memory_order_relaxed);
       const TimePoint now = clock.now();
-      if (gateway.poll(now)) {
+      gateway.busy_meter().on_pass(now, worked);
+      worked = gateway.poll(now);
+      if (worked) {
         idle.on_work(now);
       } else {
         const gw::IdlePolicy::Decision next = idle.on_idle(now, gateway.next_timeout());
@@ -197,21 +238,18 @@ int run(const rowan::gw::GatewayConfig& cfg) {
         gateway.publish(now);
         next_publish = now + Duration::from_ms(100);
       }
-      if (g_reload.exchange(false)) {
+      // Both flags are taken: one reload answers a SIGHUP and every client.
+      const bool by_signal = g_reload.exchange(false);
+      if (reloads.take_pending() || by_signal) {
         sd_notify(0, "RELOADING=1");
-        try {
-          const gw::GatewayConfig fresh = gw::load_config(cfg.path);
-          for (const auto& section : gw::reload_blockers(cfg, fresh)) {
-            spdlog::warn("reload: changes to {} need a restart; keeping the running ones", section);
-          }
-          spdlog::info("reloaded {}: {}", cfg.path, gateway.reload(fresh));
-          control_metrics.reload_result(true, gw::unix_now());
-          sd_notify(0, "READY=1\nSTATUS=forwarding; configuration reloaded");
-        } catch (const gw::ConfigError& e) {
-          for (const auto& line : e.errors()) spdlog::error("reload rejected: {}", line);
-          control_metrics.reload_result(false, gw::unix_now());
-          sd_notify(0, "READY=1\nSTATUS=forwarding; the last reload was rejected (see the log)");
-        }
+        reloads.start();
+        gw::ReloadResult result = reload(cfg, gateway);
+        control_metrics.reload_result(result.accepted, gw::unix_now());
+        sd_notify(0,
+                  result.accepted
+                      ? "READY=1\nSTATUS=forwarding; configuration reloaded"
+                      : "READY=1\nSTATUS=forwarding; the last reload was rejected (see the log)");
+        reloads.finish(std::move(result));
       }
     }
     spdlog::info("rowand stopping");
@@ -226,10 +264,14 @@ int run(const rowan::gw::GatewayConfig& cfg) {
 
 int main(int argc, char** argv) {
   CLI::App app{"rowand — the rowan (RDMA over WAN) gateway daemon"};
+  app.set_version_flag("--version", std::string("rowand ") + ROWAN_BUILD_VERSION);
   std::string config = "/etc/rowan/rowand.toml";
   bool check = false;
+  bool print = false;
   app.add_option("-c,--config", config, "configuration file")->capture_default_str();
   app.add_flag("--check-config", check, "validate the configuration and exit (0 or 78)");
+  app.add_flag("--print-config", print,
+               "validate the configuration, print it with every default filled in, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -237,12 +279,26 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : rowan::gw::kExitUsage;
   }
   if (check) return rowan::gw::check_config_main(config, std::cout, std::cerr);
+  // Under systemd each line carries its priority for journald (logging.h).
+  const bool journal = rowan::gw::stderr_is_journal();
+  rowan::gw::log_to_stderr();
+  rowan::gw::set_log_format(journal);
+  if (print) {
+    try {
+      std::cout << rowan::gw::to_toml(rowan::gw::load_config(config));
+      return 0;
+    } catch (const rowan::gw::ConfigError& e) {
+      for (const auto& line : e.errors()) std::cerr << line << "\n";
+      return rowan::gw::kExitConfig;
+    }
+  }
 
   rowan::gw::GatewayConfig cfg;
   try {
     cfg = rowan::gw::load_config(config);
   } catch (const rowan::gw::ConfigError& e) {
-    for (const auto& line : e.errors()) std::cerr << line << "\n";
+    // FILE:LINE:COL lines as they are; to the journal as errors.
+    for (const auto& line : e.errors()) std::cerr << (journal ? "<3>" : "") << line << "\n";
     return rowan::gw::kExitConfig;
   }
   spdlog::set_level(spdlog::level::from_str(cfg.log.level));

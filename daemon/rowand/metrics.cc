@@ -7,23 +7,77 @@
 
 #include <rte_version.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
 #include "gateway.h"
-
-#ifndef ROWAN_VERSION
-#define ROWAN_VERSION "unknown"
-#endif
+#include "rowan/build_version.h"
 
 namespace rowan::gw {
 
 const char* const PeerMetrics::kDropNames[PeerMetrics::kDropReasons] = {
     "malformed",    "bad_version",      "bad_connection_id", "bad_integrity", "duplicate",
     "flow_control", "too_many_streams", "no_buffer",         "invalid_ack"};
+
+ProcessStats read_process_stats() {
+  ProcessStats s;
+  // /proc/self/stat: the fields after the command (which may hold spaces and
+  // parentheses, so parse from the last ')'): state is field 3, utime 14,
+  // stime 15, starttime 22, vsize 23, rss 24 (pages).
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return s;
+  std::istringstream fields(stat.substr(close + 1));
+  std::vector<std::string> v;
+  for (std::string w; fields >> w;) v.push_back(w);
+  if (v.size() < 22) return s;  // v[0] is field 3
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (ticks <= 0 || page <= 0) return s;
+  try {
+    s.cpu_seconds = (std::stod(v[11]) + std::stod(v[12])) / ticks;
+    const double start_ticks = std::stod(v[19]);
+    s.virtual_bytes = std::stod(v[20]);
+    s.resident_bytes = std::stod(v[21]) * page;
+    // starttime counts from boot; /proc/stat's btime is the boot's unix time.
+    std::ifstream boot("/proc/stat");
+    double btime = 0;
+    for (std::string line; std::getline(boot, line);) {
+      if (line.rfind("btime ", 0) == 0) btime = std::stod(line.substr(6));
+    }
+    if (btime <= 0) return s;
+    s.start_time_unix_s = btime + start_ticks / ticks;
+  } catch (const std::exception&) {
+    return s;
+  }
+  std::error_code ec;
+  double fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++fds;
+  }
+  if (ec) return s;
+  s.open_fds = fds;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return s;
+  s.max_fds = lim.rlim_cur == RLIM_INFINITY ? std::numeric_limits<double>::infinity()
+                                            : static_cast<double>(lim.rlim_cur);
+  s.ok = true;
+  return s;
+}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -132,6 +186,18 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
     it->oerrors += p.oerrors;
     it->rx_nombuf += p.rx_nombuf;
   }
+  workers.insert(workers.end(), o.workers.begin(), o.workers.end());
+  top_flows.insert(top_flows.end(), o.top_flows.begin(), o.top_flows.end());
+  split.local_acks += o.split.local_acks;
+  split.naks += o.split.naks;
+  split.cnps += o.split.cnps;
+  split.reoriginated += o.split.reoriginated;
+  split.retransmitted += o.split.retransmitted;
+  split.paired += o.split.paired;
+  split.fatal += o.split.fatal;
+  split.tracking += o.split.tracking;
+  split.ingress += o.split.ingress;
+  split.egress += o.split.egress;
   for (const RouteMetrics& r : o.routes) {
     auto it = std::find_if(routes.begin(), routes.end(), [&](const RouteMetrics& q) {
       return q.prefix == r.prefix && q.peer == r.peer;
@@ -140,6 +206,8 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
       routes.push_back(r);
     } else {
       it->active_flows += r.active_flows;
+      it->active_packets += r.active_packets;
+      it->active_bytes += r.active_bytes;
     }
   }
 }
@@ -183,6 +251,8 @@ class Collector final : public prometheus::Collectable {
     control(f);
     datapath(f, m);
     for (const PeerMetrics& p : m.peers) peer(f, p);
+    links(f, m.peers);
+    process(f);
     std::vector<MetricFamily> out;
     out.reserve(f.order.size());
     for (const std::string& name : f.order) out.push_back(std::move(f.by_name[name]));
@@ -238,7 +308,8 @@ class Collector final : public prometheus::Collectable {
 
   static void build_info(Families& f) {
     f.gauge("rowan_build_info", "rowand's version and build; always 1.",
-            {{"version", ROWAN_VERSION}, {"dpdk", rte_version()}, {"compiler", compiler()}}, 1);
+            {{"version", ROWAN_BUILD_VERSION}, {"dpdk", rte_version()}, {"compiler", compiler()}},
+            1);
   }
 
   static std::string compiler() {
@@ -318,13 +389,32 @@ class Collector final : public prometheus::Collectable {
       f.counter("rowan_port_receive_nombuf_total", "RX mbuf allocation failures (rx_nombuf).", l,
                 static_cast<double>(p.rx_nombuf));
     }
+    for (const WorkerMetrics& w : m.workers) {
+      const Labels l{{"worker", std::to_string(w.worker)}};
+      f.counter("rowan_worker_busy_seconds_total",
+                "Time the packet loop spent in passes that found work.", l, w.busy.seconds());
+      f.counter("rowan_worker_idle_seconds_total",
+                "Time the packet loop spent in passes that found none, sleeping included.", l,
+                w.idle.seconds());
+      f.gauge("rowan_worker_busy_ratio", "Busy share (0 to 1) of the packet loop's last second.", l,
+              w.busy_ratio);
+    }
     for (const RouteMetrics& r : m.routes) {
       f.gauge("rowan_route_mode", "A configured route and its mode; always 1.",
               {{"prefix", r.prefix}, {"peer", r.peer}, {"mode", r.mode}}, 1);
+      const Labels rl{{"prefix", r.prefix}, {"peer", r.peer}};
       f.gauge("rowan_route_active_flows",
-              "Flows in the flow table whose destination this route covers.",
-              {{"prefix", r.prefix}, {"peer", r.peer}}, static_cast<double>(r.active_flows));
+              "Flows in the flow table whose destination this route covers.", rl,
+              static_cast<double>(r.active_flows));
+      f.gauge("rowan_route_active_flow_packets",
+              "Packets the route's flows now in the flow table have carried.", rl,
+              static_cast<double>(r.active_packets));
+      f.gauge("rowan_route_active_flow_bytes",
+              "Bytes the route's flows now in the flow table have carried.", rl,
+              static_cast<double>(r.active_bytes));
     }
+    top_flows(f, m.top_flows);
+    split(f, m.split);
   }
 
   static void peer(Families& f, const PeerMetrics& p) {
@@ -334,13 +424,17 @@ class Collector final : public prometheus::Collectable {
             "1 while the peer is reachable: a datagram (keepalives are sent every second) arrived "
             "within the last 3 s and, on an encrypted link, its session is up.",
             l, p.up ? 1 : 0);
-    f.gauge("rowan_peer_last_receive_timestamp_seconds",
-            "Unix time of the last datagram from the peer (0: none yet).", l,
-            p.last_receive_unix_s);
+    // Absent until it happened: a 0 would read as "54 years ago".
+    if (p.last_receive_unix_s > 0) {
+      f.gauge("rowan_peer_last_receive_timestamp_seconds",
+              "Unix time of the last datagram from the peer (absent before the first).", l,
+              p.last_receive_unix_s);
+    }
     if (p.last_handshake_unix_s > 0) {
       f.gauge("rowan_peer_last_handshake_timestamp_seconds",
-              "Unix time of the last completed handshake with the peer.", l,
-              p.last_handshake_unix_s);
+              "Unix time of the last completed handshake with the peer (absent before the "
+              "first).",
+              l, p.last_handshake_unix_s);
     }
     f.histogram("rowan_peer_rtt_seconds", "Round-trip time samples (ACK delay removed).", l, p.rtt);
     f.histogram("rowan_peer_queueing_delay_seconds",
@@ -436,25 +530,113 @@ class Collector final : public prometheus::Collectable {
                 {{"peer", p.peer}, {"link", p.link}, {"reason", PeerMetrics::kDropNames[i]}},
                 d(p.drops[i]));
     }
-    const Labels ll{{"link", p.link}};
-    f.gauge("rowan_link_capacity_bytes_per_second", "Configured capacity of the WAN link.", ll,
-            bytes_per_s(p.link_rate));
-    f.gauge("rowan_link_configured_rtt_seconds", "Configured base RTT of the WAN link.", ll,
-            p.link_rtt.seconds());
-    f.counter("rowan_link_transmit_packets_total", "Datagrams sent on the WAN link.", ll,
-              d(p.link_tx_packets));
-    f.counter("rowan_link_transmit_bytes_total", "Bytes sent on the WAN link.", ll,
-              d(p.link_tx_bytes));
-    f.counter("rowan_link_receive_packets_total", "Datagrams received on the WAN link.", ll,
-              d(p.link_rx_packets));
-    f.counter("rowan_link_receive_bytes_total", "Bytes received on the WAN link.", ll,
-              d(p.link_rx_bytes));
-    f.counter("rowan_link_transmit_full_total", "Sends refused because the link's queue was full.",
-              ll, d(p.link_tx_full));
-    f.counter("rowan_link_transmit_errors_total", "Sends that failed.", ll, d(p.link_tx_errors));
-    f.counter("rowan_link_receive_wrong_source_total",
-              "Datagrams received from an address that is not a configured peer.", ll,
-              d(p.link_rx_wrong_source));
+  }
+
+  // The kTopFlows flows that carried the most bytes, by rank: at most
+  // kTopFlows series at a time, whatever the number of flows.
+  static void top_flows(Families& f, std::vector<FlowMetrics> flows) {
+    const size_t n = std::min(flows.size(), kTopFlows);
+    std::partial_sort(flows.begin(), flows.begin() + static_cast<std::ptrdiff_t>(n), flows.end(),
+                      [](const FlowMetrics& a, const FlowMetrics& b) { return a.bytes > b.bytes; });
+    for (size_t i = 0; i < n; ++i) {
+      const FlowMetrics& fl = flows[i];
+      const Labels l{{"rank", std::to_string(i + 1)},
+                     {"peer", fl.peer},
+                     {"kind", fl.kind},
+                     {"src", fl.src},
+                     {"dst", fl.dst},
+                     {"flow", fl.id}};
+      f.gauge("rowan_top_flow_bytes",
+              "Bytes carried by the flows that carried the most (rank 1: the largest).", l,
+              static_cast<double>(fl.bytes));
+      f.gauge("rowan_top_flow_packets", "Packets carried by the flows that carried the most bytes.",
+              l, static_cast<double>(fl.packets));
+    }
+  }
+
+  static void split(Families& f, const SplitMetrics& s) {
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    f.counter("rowan_split_local_acks_total",
+              "ACKs the ingress gateway sent local requesters in the responder's stead.", {},
+              d(s.local_acks));
+    f.counter("rowan_split_naks_total", "NAKs sent to local requesters (out-of-sequence packets).",
+              {}, d(s.naks));
+    f.counter("rowan_split_cnps_total", "CNPs sent to local requesters.", {}, d(s.cnps));
+    f.counter("rowan_split_reoriginated_packets_total",
+              "Packets the egress gateway sent to the responder host (retransmissions included).",
+              {}, d(s.reoriginated));
+    f.counter("rowan_split_retransmitted_packets_total",
+              "Packets the egress gateway sent again from its buffer (NAK or timeout).", {},
+              d(s.retransmitted));
+    f.counter("rowan_split_flows_paired_total",
+              "Flows switched to split mode (paired by an ACK or by RDMA CM).", {}, d(s.paired));
+    f.counter("rowan_split_fatal_total", "Fatal NAKs or exhausted retries reported to hosts.", {},
+              d(s.fatal));
+    for (const auto& [role, n] : {std::pair{"unpaired", s.tracking},
+                                  std::pair{"ingress", s.ingress}, std::pair{"egress", s.egress}}) {
+      f.gauge("rowan_split_flows",
+              "Flows of split routes now: unpaired (still in passthrough), ingress, egress.",
+              {{"state", role}}, d(n));
+    }
+  }
+
+  // The WAN links. Their configuration once per link; their counters per
+  // peer and link, as each peer counts the socket or port it sends on: two
+  // peers on one link are two series, never one name and label set twice.
+  static void links(Families& f, const std::vector<PeerMetrics>& peers) {
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    std::set<std::string> seen;
+    for (const PeerMetrics& p : peers) {
+      if (!seen.insert(p.link).second) continue;
+      const Labels ll{{"link", p.link}};
+      f.gauge("rowan_link_capacity_bytes_per_second", "Configured capacity of the WAN link.", ll,
+              bytes_per_s(p.link_rate));
+      f.gauge("rowan_link_configured_rtt_seconds", "Configured base RTT of the WAN link.", ll,
+              p.link_rtt.seconds());
+    }
+    struct Counter {
+      const char* name;
+      const char* help;
+      uint64_t PeerMetrics::*value;
+    };
+    static const Counter kCounters[] = {
+        {"rowan_link_transmit_packets_total", "Datagrams sent on the WAN link to the peer.",
+         &PeerMetrics::link_tx_packets},
+        {"rowan_link_transmit_bytes_total", "Bytes sent on the WAN link to the peer.",
+         &PeerMetrics::link_tx_bytes},
+        {"rowan_link_receive_packets_total",
+         "Datagrams received on the WAN link from the peer's address.",
+         &PeerMetrics::link_rx_packets},
+        {"rowan_link_receive_bytes_total",
+         "Bytes received on the WAN link from the peer's address.", &PeerMetrics::link_rx_bytes},
+        {"rowan_link_transmit_full_total",
+         "Sends to the peer refused because the link's queue was full.",
+         &PeerMetrics::link_tx_full},
+        {"rowan_link_transmit_errors_total", "Sends to the peer that failed.",
+         &PeerMetrics::link_tx_errors},
+        {"rowan_link_receive_wrong_source_total",
+         "Datagrams received on the peer's socket from an address that is not the peer.",
+         &PeerMetrics::link_rx_wrong_source},
+    };
+    for (const PeerMetrics& p : peers) {
+      const Labels ll{{"peer", p.peer}, {"link", p.link}};
+      for (const Counter& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
+    }
+  }
+
+  // The process, under the names every Prometheus client library uses.
+  static void process(Families& f) {
+    const ProcessStats s = read_process_stats();
+    if (!s.ok) return;  // no /proc: leave them out rather than report zeros
+    f.counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", {},
+              s.cpu_seconds);
+    f.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", {},
+            s.resident_bytes);
+    f.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", {}, s.virtual_bytes);
+    f.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+            {}, s.start_time_unix_s);
+    f.gauge("process_open_fds", "Number of open file descriptors.", {}, s.open_fds);
+    f.gauge("process_max_fds", "Maximum number of open file descriptors.", {}, s.max_fds);
   }
 
   MetricsSource source_;

@@ -84,6 +84,33 @@ struct RouteMetrics {
   std::string peer;
   std::string mode;
   uint64_t active_flows = 0;
+  uint64_t active_packets = 0, active_bytes = 0;  ///< carried so far by the flows in the table
+};
+
+/// One of the flows that carried the most bytes (the exporter keeps kTopFlows).
+struct FlowMetrics {
+  std::string peer, kind, src, dst;
+  std::string id;  ///< "qp 17" (RoCE), "5201>40000" (ports), "proto 47"
+  uint64_t packets = 0, bytes = 0;
+};
+inline constexpr size_t kTopFlows = 10;
+
+/// Split mode (split_engine.h): what the gateways did in the hosts' stead,
+/// and the flows it follows now.
+struct SplitMetrics {
+  uint64_t local_acks = 0, naks = 0, cnps = 0;  ///< sent to local requesters
+  uint64_t reoriginated = 0;   ///< packets sent to the responder host by the egress gateway
+  uint64_t retransmitted = 0;  ///< ... of which again, from the gateway's buffer
+  uint64_t paired = 0;         ///< flows switched to split (by ACK or RDMA CM)
+  uint64_t fatal = 0;          ///< fatal NAKs / exhausted retries reported
+  uint64_t tracking = 0, ingress = 0, egress = 0;  ///< flows now: unpaired, paired by role
+};
+
+/// One packet loop (worker): how its time went.
+struct WorkerMetrics {
+  uint32_t worker = 0;    ///< index of the packet lcore
+  Duration busy, idle;    ///< passes that found work / found none (and slept)
+  double busy_ratio = 0;  ///< busy share of the last second
 };
 
 /// What one packet lcore publishes. merge() sums another lcore's copy in.
@@ -97,6 +124,9 @@ struct DataPathMetrics {
   std::vector<PeerMetrics> peers;
   std::vector<PortMetrics> ports;
   std::vector<RouteMetrics> routes;
+  std::vector<WorkerMetrics> workers;  ///< one per packet lcore (merge appends)
+  std::vector<FlowMetrics> top_flows;  ///< the lcore's kTopFlows largest (merge appends)
+  SplitMetrics split;
 
   /// Adds `o`: scalar counters and drops are summed; peers, ports and routes
   /// with the same key are summed, others appended.
@@ -149,6 +179,16 @@ class MetricsServer {
 
 /// The exposition text of the collector alone (tests, `rowand --print-metrics`).
 std::string render_metrics(MetricsSource source, const ControlPlaneMetrics& control);
+
+/// What process_* reports: this process, from /proc (ok false when unreadable).
+struct ProcessStats {
+  bool ok = false;
+  double cpu_seconds = 0;  ///< user + system
+  double resident_bytes = 0, virtual_bytes = 0;
+  double start_time_unix_s = 0;
+  double open_fds = 0, max_fds = 0;
+};
+ProcessStats read_process_stats();
 
 /// Wall-clock seconds since the epoch (control path only).
 double unix_now();

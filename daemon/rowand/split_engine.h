@@ -163,6 +163,16 @@ class SplitEngine {
   void expire(TimePoint cutoff) noexcept;
 
   const SplitStats& stats() const { return stats_; }
+  /// Flows now followed: {tracking (unpaired), ingress, egress}. Control path.
+  std::array<uint32_t, 3> role_counts() const noexcept {
+    std::array<uint32_t, 3> n{};
+    for (const SplitFlow& sf : active()) {
+      if (sf.role == Role::kTracking) ++n[0];
+      if (sf.role == Role::kIngress) ++n[1];
+      if (sf.role == Role::kEgress) ++n[2];
+    }
+    return n;
+  }
   nlohmann::ordered_json snapshot() const;
 
  private:

@@ -5,10 +5,12 @@
 #      $instance from rowan_build_info, $peer chained on it, a unit on every
 #      panel, and every expression (variables substituted) valid PromQL
 #      (`promtool check rules` on each wrapped as a recording rule);
-#   3. CPack builds the rowan .deb; its dependencies are satisfied on this
-#      host (dpkg --dry-run -i); it unpacks (dpkg -x) into a temp root whose
-#      rowand runs `--check-config` (0 on the example, 78 on a bad file);
-#      where no rowan package is installed yet (CI), it is really installed
+#   3. CPack builds the four .debs (librowan0, librowan-dev, rowand,
+#      rowan-tools), each with its files (the library in the multiarch
+#      libdir) and no placeholder contact; rowand's dependencies are satisfied
+#      on this host (dpkg --dry-run -i); it unpacks (dpkg -x) into a temp root
+#      whose rowand runs `--check-config` (0 on the example, 78 on a bad file);
+#      where no rowand package is installed yet (CI), it is really installed
 #      with dpkg -i, the installed rowand checks the example, and it is purged;
 #   4. `systemd-analyze verify` prints nothing for the packaged units (their
 #      /usr paths pointed into the temp root), and
@@ -72,29 +74,64 @@ sys.exit(1 if errors or not rules else 0)
 PY
 promtool check rules "$tmp/panels.rules.yml" || fail "a dashboard expression is not valid PromQL"
 
-step "cpack: the rowan .deb"
+step "cpack: the .debs"
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 (cd "$tmp" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" \
-  -D CPACK_COMPONENTS_ALL=rowand >"$tmp/cpack.log" 2>&1) || {
+  -D "CPACK_PACKAGE_CONTACT=deploy_test <root@localhost>" >"$tmp/cpack.log" 2>&1) || {
   cat "$tmp/cpack.log" >&2
   fail "cpack"
 }
-deb=$(ls "$tmp"/pkg/rowan_*.deb 2>/dev/null | head -n 1 || true)
+deb_of() { ls "$tmp"/pkg/"$1"_*.deb 2>/dev/null | head -n 1 || true; }
+for p in librowan0 librowan-dev rowand rowan-tools; do
+  [[ -n $(deb_of "$p") ]] || fail "cpack made no ${p}_*.deb"
+done
+deb=$(deb_of rowand)
 if [[ -z $deb ]]; then
-  fail "no rowan_*.deb in $tmp/pkg"
   ls -R "$tmp/pkg" >&2 || true
   exit 1
 fi
+# has PACKAGE FILE...: each file is in that package.
+has() {
+  local p=$1 f
+  shift
+  dpkg-deb --contents "$(deb_of "$p")" >"$tmp/$p.contents"
+  for f in "$@"; do
+    grep -q " $f\( -> .*\)\?\$" "$tmp/$p.contents" || fail "$p lacks $f"
+  done
+}
+has librowan0 "./usr/lib/$multiarch/librowan.so.0"
+has librowan-dev "./usr/lib/$multiarch/librowan.so" ./usr/include/rowan/rowan.h \
+  "./usr/lib/$multiarch/pkgconfig/rowan.pc" "./usr/lib/$multiarch/cmake/rowan/rowanConfig.cmake"
+has rowan-tools ./usr/bin/rowan-wanem ./usr/bin/rowan-sim ./usr/bin/rowan-perf
+grep -q "librowan.so" "$tmp/librowan0.contents" &&
+  ! grep -q "include/rowan\|librowan.so -> \|pkgconfig" "$tmp/librowan0.contents" ||
+  fail "librowan0 holds development files"
+dpkg-deb --field "$(deb_of librowan-dev)" Depends | grep -q "librowan0 (= " ||
+  fail "librowan-dev does not depend on librowan0"
+dpkg-deb --field "$(deb_of rowan-tools)" Depends | grep -q "librowan0" ||
+  fail "rowan-tools does not depend on librowan0"
+for p in librowan0 librowan-dev rowand rowan-tools; do
+  dpkg-deb --field "$(deb_of "$p")" Maintainer | grep -q "localhost" ||
+    fail "$p: the maintainer is not the one cpack was given"
+done
+dpkg-deb -x "$(deb_of librowan-dev)" "$tmp/dev"
+! grep -q "^URL: .*github.com/rowan" "$tmp/dev/usr/lib/$multiarch/pkgconfig/rowan.pc" ||
+  fail "rowan.pc carries a placeholder URL"
 echo "built $(basename "$deb")"
 dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
 dpkg-deb --contents "$deb" >"$tmp/contents"
 for f in ./usr/sbin/rowand ./usr/bin/rowanctl ./usr/lib/systemd/system/rowand.service \
   ./usr/lib/systemd/system/rowand@.service ./usr/lib/systemd/system/rowan-hugepages.service \
-  ./usr/lib/sysusers.d/rowan.conf ./usr/lib/rowan/rowan-hugepages \
+  ./usr/lib/sysusers.d/rowan.conf ./usr/lib/tmpfiles.d/rowan.conf ./usr/lib/rowan/rowan-hugepages \
   ./usr/share/doc/rowan/examples/rowand.toml ./usr/share/rowan/grafana/dashboards/rowan-peer.json \
   ./usr/share/rowan/grafana/provisioning/dashboards/rowan.yaml \
   ./usr/share/rowan/prometheus/rowan.rules.yml; do
   grep -q " $f\$" "$tmp/contents" || fail "the .deb lacks $f"
 done
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst | grep -q "deb-systemd-invoke try-restart" ||
+  fail "postinst does not try-restart the running daemons on upgrade"
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./prerm | grep -q "deb-systemd-invoke stop" ||
+  fail "prerm does not stop the daemons on remove"
 dpkg-deb --field "$deb" Depends | grep -q libc6 || fail "no shlibs dependencies (CPACK_DEBIAN_PACKAGE_SHLIBDEPS)"
 dpkg --dry-run -i "$deb" >"$tmp/dryrun.log" 2>&1 || {
   cat "$tmp/dryrun.log" >&2
@@ -103,7 +140,12 @@ dpkg --dry-run -i "$deb" >"$tmp/dryrun.log" 2>&1 || {
 
 root=$tmp/root
 dpkg -x "$deb" "$root"
-"$root/usr/sbin/rowand" --check-config -c "$root/usr/share/doc/rowan/examples/rowand.toml" ||
+# The example names /etc/rowan/private.key: check it with a key of its own,
+# as an operator would after `rowanctl genkey`.
+(umask 077 && "$root/usr/bin/rowanctl" genkey >"$tmp/private.key") || fail "rowanctl genkey"
+sed "s|^private_key_file = .*|private_key_file = \"$tmp/private.key\"|" \
+  "$root/usr/share/doc/rowan/examples/rowand.toml" >"$tmp/example.toml"
+"$root/usr/sbin/rowand" --check-config -c "$tmp/example.toml" ||
   fail "the packaged rowand rejects the packaged example config"
 printf '[local]\nbogus = 1\n' >"$tmp/bad.toml"
 rc=0
@@ -113,18 +155,22 @@ rc=0
 
 # A real install, when no rowan package is installed already (CI machines):
 # dpkg -i, the installed rowand checks the installed example, then purge.
-if ! dpkg-query -W -f='${Status}' rowan 2>/dev/null | grep -q 'install ok installed'; then
+if ! dpkg-query -W -f='${Status}' rowand 2>/dev/null | grep -q 'install ok installed'; then
   step "dpkg -i / --check-config from the installed package / dpkg --purge"
   if dpkg -i "$deb" >"$tmp/install.log" 2>&1; then
-    /usr/sbin/rowand --check-config -c /usr/share/doc/rowan/examples/rowand.toml ||
+    sed "s|^private_key_file = .*|private_key_file = \"$tmp/private.key\"|" \
+      /usr/share/doc/rowan/examples/rowand.toml >"$tmp/installed.toml"
+    /usr/sbin/rowand --check-config -c "$tmp/installed.toml" ||
       fail "the installed rowand rejects the installed example config"
     getent passwd rowan >/dev/null || fail "the package did not create the rowan user"
-    dpkg --purge rowan >>"$tmp/install.log" 2>&1 || fail "dpkg --purge rowan"
+    [[ -d /etc/rowan && $(stat -c %a:%G /etc/rowan) == 750:rowan ]] ||
+      fail "the package's tmpfiles entry did not make /etc/rowan (0750, group rowan)"
+    dpkg --purge rowand >>"$tmp/install.log" 2>&1 || fail "dpkg --purge rowand"
     [[ ! -e /usr/sbin/rowand ]] || fail "dpkg --purge left /usr/sbin/rowand behind"
   else
     cat "$tmp/install.log" >&2
     fail "dpkg -i: the package does not install"
-    dpkg --purge rowan >/dev/null 2>&1 || true
+    dpkg --purge rowand >/dev/null 2>&1 || true
   fi
 fi
 

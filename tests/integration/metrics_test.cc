@@ -211,10 +211,13 @@ class MetricsTest : public ::testing::Test {
     EXPECT_EQ(r.status, 0) << "no scrape from gateway " << site;
     return r.out;
   }
-  /// rowanctl reload on `site`, then waits for one publish interval.
-  void reload(char site) {
-    shell(ctl_ + " -s /run/rowan/" + site + "/control.sock reload >/dev/null");
+  /// rowanctl reload on `site` (its stdout and stderr, and its status), then
+  /// waits for one publish interval.
+  ShellResult reload(char site) {
+    const ShellResult r =
+        shell(ctl_ + " -s /run/rowan/" + std::string(1, site) + "/control.sock reload 2>&1");
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    return r;
   }
 
   std::unique_ptr<Testbed> tb_;
@@ -323,13 +326,21 @@ TEST_F(MetricsTest, ReloadResultIsExported) {
   ASSERT_FALSE(good.empty());
   const double t0 = sample(scrape('a'), "rowan_config_last_reload_success_timestamp_seconds");
   std::ofstream(cfg) << good << "\n[bogus]\n";
-  reload('a');
+  // rowanctl waits for the daemon's attempt: rejected, with the check's
+  // FILE:LINE:COL lines, and a non-zero exit.
+  const ShellResult rejected = reload('a');
+  EXPECT_EQ(rejected.status, 1) << rejected.out;
+  EXPECT_NE(rejected.out.find(cfg + ":"), std::string::npos) << rejected.out;
+  EXPECT_NE(rejected.out.find(": unknown key 'bogus'"), std::string::npos) << rejected.out;
+  EXPECT_NE(rejected.out.find("reload rejected"), std::string::npos) << rejected.out;
   std::string text = scrape('a');
   EXPECT_EQ(sample(text, "rowan_config_last_reload_successful"), 0);
   EXPECT_EQ(sample(text, "rowan_config_reloads_total", {"result=\"failure\""}), 1);
   EXPECT_EQ(sample(text, "rowan_config_last_reload_success_timestamp_seconds"), t0);
   std::ofstream(cfg) << good;
-  reload('a');
+  const ShellResult accepted = reload('a');
+  EXPECT_EQ(accepted.status, 0) << accepted.out;
+  EXPECT_EQ(accepted.out.rfind("reload accepted: ", 0), 0u) << accepted.out;
   text = scrape('a');
   EXPECT_EQ(sample(text, "rowan_config_last_reload_successful"), 1);
   EXPECT_EQ(sample(text, "rowan_config_reloads_total", {"result=\"success\""}), 1);

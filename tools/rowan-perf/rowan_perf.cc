@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -81,7 +82,7 @@ bool verify(const uint8_t* buf, size_t len, uint64_t test, uint32_t stream, uint
 }
 
 int die(const char* what, int rc) {
-  std::fprintf(stderr, "rowan-perf: %s: %s (%s)\n", what, rowan_strerror(rc), rowan_last_error());
+  fmt::print(stderr, "rowan-perf: {}: {} ({})\n", what, rowan_strerror(rc), rowan_last_error());
   return 1;
 }
 
@@ -137,12 +138,10 @@ void serve_stream(rowan_channel* ch, FirstTest* first) {
   }
   char peer[80];
   rowan_channel_peer(ch, peer, sizeof peer);
-  std::fprintf(stderr,
-               "rowan-perf: stream %u from %s: %" PRIu64 " bytes, %" PRIu64 " messages, %" PRIu64
-               " errors%s%s%s\n",
-               s.stream, peer, s.bytes, s.messages, s.errors,
-               s.ended ? "" : (rc < 0 ? " (channel failed before END: " : ""),
-               s.ended || rc >= 0 ? "" : rowan_strerror(rc), s.ended || rc >= 0 ? "" : ")");
+  fmt::print(stderr, "rowan-perf: stream {} from {}: {} bytes, {} messages, {} errors{}{}{}\n",
+             s.stream, peer, s.bytes, s.messages, s.errors,
+             s.ended ? "" : (rc < 0 ? " (channel failed before END: " : ""),
+             s.ended || rc >= 0 ? "" : rowan_strerror(rc), s.ended || rc >= 0 ? "" : ")");
   rowan_channel_close(ch);
   if (s.started) {
     std::lock_guard lock(first->mu);
@@ -187,7 +186,7 @@ int run_server(int port, bool one, const rowan_channel_options& o) {
   rowan_listener* l = nullptr;
   const std::string bind = "0.0.0.0:" + std::to_string(port);
   if (const int rc = rowan_listen(bind.c_str(), &o, &l); rc != ROWAN_OK) return die("listen", rc);
-  std::fprintf(stderr, "rowan-perf: listening on %s\n", bind.c_str());
+  fmt::print(stderr, "rowan-perf: listening on {}\n", bind);
   FirstTest first;
   std::vector<std::thread> threads;
   for (;;) {
@@ -335,8 +334,8 @@ int run_client(const std::string& host, int port, double duration, int streams, 
   for (const ClientStream& c : s) {
     if (c.error != 0) {
       ++failures;
-      std::fprintf(stderr, "rowan-perf: stream %u: %s (%s)\n", c.index, rowan_strerror(c.error),
-                   c.error_text.c_str());
+      fmt::print(stderr, "rowan-perf: stream {}: {} ({})\n", c.index, rowan_strerror(c.error),
+                 c.error_text);
     }
     bytes += static_cast<double>(c.acked_in_time);
     dur = std::max(dur, c.duration_s);
@@ -382,9 +381,9 @@ int run_client(const std::string& host, int port, double duration, int streams, 
                              {"per_stream", per}};
     std::cout << j.dump() << "\n";
   } else {
-    std::printf(
-        "%d stream(s), %.2f s: goodput %.1f Mbit/s, retransmit %.4f, min RTT %.2f ms, "
-        "SRTT %.2f ms, verified %" PRIu64 " bytes, %" PRIu64 " errors\n",
+    fmt::print(
+        "{} stream(s), {:.2f} s: goodput {:.1f} Mbit/s, retransmit {:.4f}, min RTT {:.2f} ms, "
+        "SRTT {:.2f} ms, verified {} bytes, {} errors\n",
         streams, dur, goodput / 1e6, ratio, min_rtt * 1e3, srtt * 1e3, server_bytes, server_errors);
   }
   return failures == 0 && server_errors == 0 ? 0 : 1;
@@ -394,6 +393,7 @@ int run_client(const std::string& host, int port, double duration, int streams, 
 
 int main(int argc, char** argv) {
   CLI::App app{"rowan-perf: goodput over librowan's message channel (like iperf3)"};
+  app.set_version_flag("--version", std::string("rowan-perf ") + rowan_version());
   bool server = false, one = false, json = false;
   std::string host, cc;
   int port = 5201, streams = 1, idle_ms = 0;
@@ -421,7 +421,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
   if (server == !host.empty()) {
-    std::fprintf(stderr, "rowan-perf: give exactly one of -s or -c HOST\n");
+    fmt::print(stderr, "rowan-perf: give exactly one of -s or -c HOST\n");
     return kExitUsage;
   }
   rowan_channel_options o;

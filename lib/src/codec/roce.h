@@ -203,6 +203,7 @@ std::string_view to_string(ParseError e);
 struct IpAddr {
   uint8_t version = 0;              ///< 4 or 6
   std::array<uint8_t, 16> bytes{};  ///< IPv4 in the first 4 bytes
+  bool operator==(const IpAddr&) const = default;
 };
 
 /// A parsed RoCEv2 packet: offsets into the caller's buffer plus the decoded

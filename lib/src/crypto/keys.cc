@@ -5,6 +5,9 @@
 #include <openssl/rand.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -12,17 +15,6 @@
 
 namespace rowan::crypto {
 namespace {
-
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int b64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
 
 struct PkeyFree {
   void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
@@ -36,29 +28,12 @@ using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree>;
 }  // namespace
 
 std::string base64_encode(std::span<const uint8_t> bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t{bytes[i]} << 16) | (uint32_t{bytes[i + 1]} << 8) | bytes[i + 2];
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  const size_t rest = bytes.size() - i;
-  if (rest == 1) {
-    const uint32_t v = uint32_t{bytes[i]} << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (rest == 2) {
-    const uint32_t v = (uint32_t{bytes[i]} << 16) | (uint32_t{bytes[i + 1]} << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
-  }
+  if (bytes.size() > (size_t{1} << 30)) throw std::length_error("base64_encode: input too long");
+  // EVP_EncodeBlock writes 4 characters per 3 bytes (padded) and a NUL.
+  std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
+                                static_cast<int>(bytes.size()));
+  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
   return out;
 }
 
@@ -72,23 +47,22 @@ std::optional<Key> key_from_base64(std::string_view text) {
     text.remove_suffix(1);
   }
   // 32 bytes = 10 full groups + 2 bytes: 43 characters and one '='.
-  if (text.size() != 44 || text[43] != '=') return std::nullopt;
+  if (text.size() != 44 || text[43] != '=' || text[42] == '=') return std::nullopt;
+  // EVP_DecodeBlock decodes whole groups (33 bytes here, the last one padding)
+  // and returns -1 on a character outside the alphabet.
+  std::array<uint8_t, 33> raw{};
+  const int n = EVP_DecodeBlock(raw.data(), reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n != static_cast<int>(raw.size())) return std::nullopt;
   Key k{};
-  size_t o = 0;
-  for (size_t i = 0; i < 44; i += 4) {
-    int v[4];
-    for (int j = 0; j < 4; ++j) {
-      v[j] = (i + j == 43) ? 0 : b64_value(text[i + j]);
-      if (v[j] < 0) return std::nullopt;
-    }
-    const uint32_t w = (static_cast<uint32_t>(v[0]) << 18) | (static_cast<uint32_t>(v[1]) << 12) |
-                       (static_cast<uint32_t>(v[2]) << 6) | static_cast<uint32_t>(v[3]);
-    k[o++] = static_cast<uint8_t>(w >> 16);
-    k[o++] = static_cast<uint8_t>(w >> 8);
-    if (o < kKeySize) k[o++] = static_cast<uint8_t>(w);
-  }
-  // Canonical encoding: the unused low bits of the last character are zero.
-  if ((b64_value(text[42]) & 3) != 0) return std::nullopt;
+  std::copy_n(raw.begin(), k.size(), k.begin());
+  OPENSSL_cleanse(raw.data(), raw.size());
+  // Canonical encoding only (the unused low bits of the last character zero):
+  // the key must encode back to the same text.
+  std::string again = base64_encode(k);
+  const bool canonical = again == text;
+  OPENSSL_cleanse(again.data(), again.size());
+  if (!canonical) return std::nullopt;
   return k;
 }
 
@@ -138,7 +112,13 @@ bool x25519(const Key& private_key, const Key& peer_public, Key& out) noexcept {
 Key load_private_key_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    throw std::runtime_error(path + ": cannot read private key file");
+    throw std::runtime_error(path + ": cannot read private key file: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw std::runtime_error(path + ": private key file is not a regular file");
+  }
+  if (st.st_size > 4096) {
+    throw std::runtime_error(path + ": not a private key (the file is larger than 4 KiB)");
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     char mode[8];

@@ -1,6 +1,7 @@
 #!/bin/sh
 # installed_examples.sh BUILD_DIR EXAMPLES_DIR WORK_DIR
-# Installs rowan's `dev` component into WORK_DIR/prefix, then builds the
+# Installs rowan's `lib` and `dev` components (librowan0, librowan-dev) into
+# WORK_DIR/prefix, then builds the
 # examples against that installation — through pkg-config (cmake and a plain
 # cc command line) and through find_package(rowan) — and runs the ones that
 # need no daemon.
@@ -11,7 +12,8 @@ work=$3
 rm -rf "$work"
 mkdir -p "$work"
 prefix=$work/prefix
-cmake --install "$build" --prefix "$prefix" --component dev >"$work/install.log"
+cmake --install "$build" --prefix "$prefix" --component lib >"$work/install.log"
+cmake --install "$build" --prefix "$prefix" --component dev >>"$work/install.log"
 
 pcdir=$(dirname "$(find "$prefix" -name rowan.pc | head -n1)")
 [ -f "$pcdir/rowan.pc" ] || { echo "rowan.pc not installed" >&2; exit 1; }

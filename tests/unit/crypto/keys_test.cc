@@ -26,6 +26,18 @@ TEST(Keys, Base64RoundTripAndRejects) {
   EXPECT_FALSE(key_from_base64(b.substr(0, 42) + "!=").has_value());
   EXPECT_FALSE(key_from_base64("").has_value());
   EXPECT_EQ(base64_encode(std::vector<uint8_t>{'f', 'o', 'o', 'b'}), "Zm9vYg==");
+  EXPECT_EQ(base64_encode(std::vector<uint8_t>{'f', 'o', 'o', 'b', 'a'}), "Zm9vYmE=");
+  EXPECT_EQ(base64_encode(std::vector<uint8_t>{'f', 'o', 'o'}), "Zm9v");
+  EXPECT_EQ(base64_encode(std::vector<uint8_t>{}), "");
+  // RFC 7748's vector ends in 'o' (40: the unused low bits 00); 'p' (41)
+  // decodes to the same key but is not canonical. A space or '=' inside the
+  // text is no key either.
+  const std::string canon = "dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=";
+  EXPECT_TRUE(key_from_base64(canon).has_value());
+  EXPECT_FALSE(key_from_base64(canon.substr(0, 42) + "p=").has_value());
+  EXPECT_FALSE(key_from_base64(canon.substr(0, 20) + " " + canon.substr(21)).has_value());
+  EXPECT_FALSE(key_from_base64(canon.substr(0, 42) + "==").has_value());
+  EXPECT_FALSE(key_from_base64(std::string(44, '=')).has_value());
 }
 
 // RFC 7748 §6.1 test vector.
@@ -65,6 +77,8 @@ TEST(Keys, KeyFileMustBeOwnerOnly) {
   EXPECT_THROW(load_private_key_file(path), std::runtime_error);
   unlink(path);
   EXPECT_THROW(load_private_key_file(path), std::runtime_error);
+  // Not a regular file: refused without reading it (/dev/zero never ends).
+  EXPECT_THROW(load_private_key_file("/dev/zero"), std::runtime_error);
 }
 
 TEST(Aead, SealOpenAndTamper) {

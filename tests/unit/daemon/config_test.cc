@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "config.h"
+#include "crypto/keys.h"
 #include "registry.h"
 #include "tools/paths.h"
+#include "tools/temp_dir.h"
 
 namespace rowan::gw {
 namespace {
@@ -29,6 +31,11 @@ std::string read_file(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// An example as its text says (its key file is not read: see AllParse).
+GatewayConfig load_example(const std::string& rel) {
+  return parse_config(read_file(example(rel)), example(rel));
 }
 
 // Parses `text` as "t.toml" and returns the errors (empty when it parsed).
@@ -81,10 +88,11 @@ std::string where_after(const std::string& text, const std::string& anchor,
   return r;
 }
 
-// A small valid config the error tests start from.
+// A small valid config the error tests start from (insecure: no key files).
 const std::string kBase = R"([local]
 device = "net_af_packet0,iface=lan0"
 address = "198.18.1.1"
+insecure = true
 
 [[wan.link]]
 name = "wan0"
@@ -99,20 +107,155 @@ prefix = "198.18.2.0/24"
 peer = "b"
 )";
 
+// A private temp dir, removed with everything in it.
+class TempDir : public test::TempDir {
+ public:
+  TempDir() : test::TempDir("config") {}
+};
+
+// Writes a fresh private key to `path` with `mode`.
+void write_key(const std::string& path,
+               fs::perms mode = fs::perms::owner_read | fs::perms::owner_write) {
+  std::ofstream(path) << crypto::key_to_base64(crypto::generate_private_key()) << "\n";
+  fs::permissions(path, mode);
+}
+
 TEST(ConfigExamples, AllParse) {
   ASSERT_NE(cc::Registry::find(cc::kDefaultAlgorithm), nullptr) << "rowan_cc not linked in";
+  // Each example as it would be installed: its private key file present.
+  const TempDir dir;
   for (const char* f : {"rowand.toml", "two-site/a.toml", "two-site/b.toml"}) {
     SCOPED_TRACE(f);
+    std::string text = read_file(example(f));
+    const size_t at = text.find("\nprivate_key_file = \"");
+    ASSERT_NE(at, std::string::npos);
+    const size_t end = text.find('\n', at + 1);
+    const std::string key = dir / "private.key";
+    write_key(key);
+    text.replace(at, end - at, "\nprivate_key_file = \"" + key + "\"");
+    const std::string cfg = dir / "example.toml";
+    std::ofstream(cfg) << text;
     std::ostringstream out, err;
-    EXPECT_EQ(check_config_main(example(f), out, err), 0) << err.str();
+    EXPECT_EQ(check_config_main(cfg, out, err), 0) << err.str();
     EXPECT_EQ(err.str(), "");
     EXPECT_NE(out.str().find("configuration ok"), std::string::npos);
   }
 }
 
+// What start-up would refuse, the check refuses first, each at its position:
+// no private key file, a peer without a public key, two peers on one socket,
+// a dpdk link that cannot reach its peer, and a key file that cannot be used.
+TEST(ConfigStartupChecks, SecureLinksNeedTheirKeys) {
+  std::string text = kBase;
+  text.replace(text.find("insecure = true\n"), 16, "");
+  auto errors = errors_of(text);
+  EXPECT_TRUE(has_error(errors, where(text, "[local]"), "local.private_key_file is required"));
+  EXPECT_TRUE(has_error(errors, where(text, "[[peer]]"), "peer.public_key is required"));
+  EXPECT_EQ(errors.size(), 2u);
+  // An empty name is no key file either; insecure = false said out loud changes nothing.
+  text.replace(text.find("address = "), 0, "private_key_file = \"\"\ninsecure = false\n");
+  errors = errors_of(text);
+  EXPECT_TRUE(has_error(errors, where(text, "\"\"\n"), "local.private_key_file is required"));
+  EXPECT_EQ(errors.size(), 2u);
+  // With insecure = true neither is needed.
+  EXPECT_TRUE(errors_of(kBase).empty());
+}
+
+TEST(ConfigStartupChecks, KeyFileIsReadAsStartUpReadsIt) {
+  const TempDir dir;
+  const std::string key = dir / "gw.key";
+  std::string text = kBase;
+  text.replace(text.find("insecure = true\n"), 16, "private_key_file = \"gw.key\"\n");
+  text.replace(text.find("endpoint = "), 0,
+               "public_key = \"Ywn0gdQzaTZ5Ey7XAyLFM7u3kF6g8MIO0b1CFNBPr0w=\"\n");
+  const std::string cfg = dir / "t.toml";
+  std::ofstream(cfg) << text;
+  auto check = [&](std::string* err_text) {
+    std::ostringstream out, err;
+    const int rc = check_config_main(cfg, out, err);
+    *err_text = err.str();
+    return rc;
+  };
+  std::string err;
+  // Missing: relative to the config file's directory, at the key's position.
+  EXPECT_EQ(check(&err), kExitConfig);
+  const std::string at = cfg + where(text, "\"gw.key\"").substr(6);
+  EXPECT_EQ(err.rfind(at + "local.private_key_file: " + key + ": cannot read", 0), 0u) << err;
+  // Readable by others: refused with the fix.
+  write_key(key, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  EXPECT_EQ(check(&err), kExitConfig);
+  EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
+  // Not a key.
+  std::ofstream(key) << "hello\n";
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(check(&err), kExitConfig);
+  EXPECT_NE(err.find("not a private key"), std::string::npos) << err;
+  // A key: ok.
+  write_key(key);
+  EXPECT_EQ(check(&err), 0) << err;
+  // parse_config reads no files unless asked.
+  EXPECT_TRUE(errors_of(text).empty());
+}
+
+TEST(ConfigStartupChecks, TwoPeersWouldBindTheSameSocket) {
+  const std::string text = kBase + R"(
+[[peer]]
+name = "c"
+endpoint = "198.19.0.3"
+
+[[route]]
+prefix = "198.18.3.0/24"
+peer = "c"
+)";
+  const auto errors = errors_of(text);
+  EXPECT_TRUE(has_error(errors, where(text, "[[peer]]", 1),
+                        "peer 'c': would bind the same UDP socket as peer 'b' (at 10:1): link "
+                        "'wan0' (198.19.0.1:47910)"));
+  EXPECT_EQ(errors.size(), 1u);
+  // Its own link: fine.
+  std::string fixed = text;
+  fixed.replace(fixed.find("endpoint = \"198.19.0.3\""), 0, "links = [\"wan1\"]\n");
+  fixed += "[[wan.link]]\nname = \"wan1\"\nbind = \"198.19.0.1:47911\"\n";
+  EXPECT_TRUE(errors_of(fixed).empty()) << ::testing::PrintToString(errors_of(fixed));
+}
+
+// rowand has no "direct" mode: it would drop every packet of such a route.
+TEST(ConfigStartupChecks, DirectIsNotARowandMode) {
+  const std::string text = kBase + "mode = \"direct\"\n";
+  const auto errors = errors_of(text);
+  EXPECT_TRUE(
+      has_error(errors, where(text, "\"direct\""), "route.mode: 'direct' is not a rowand mode"));
+  EXPECT_EQ(errors.size(), 1u);
+  EXPECT_TRUE(errors_of(kBase + "mode = \"split\"\n").empty());
+}
+
+TEST(ConfigStartupChecks, DpdkLinksReachOnlyWhatTheyCan) {
+  const std::string text = R"([local]
+device = "net_af_packet0,iface=lan0"
+address = "198.18.1.1"
+insecure = true
+
+[[wan.link]]
+name = "wan0"
+backend = "dpdk"
+device = "net_af_packet1,iface=wan0"
+bind = "198.19.0.1"
+mtu = 9600
+
+[[peer]]
+name = "b"
+endpoint = "198.20.0.2"
+)";
+  const auto errors = errors_of(text);
+  EXPECT_TRUE(has_error(errors, where(text, "\"198.20.0.2\""),
+                        "is not on the dpdk link 'wan0''s subnet 198.19.0.0/24"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"wan0\""), "above the dpdk backend's 9000"));
+  EXPECT_EQ(errors.size(), 2u);
+}
+
 TEST(ConfigExamples, TwoSiteMatchesTheTestbedContract) {
-  const GatewayConfig a = load_config(example("two-site/a.toml"));
-  const GatewayConfig b = load_config(example("two-site/b.toml"));
+  const GatewayConfig a = load_example("two-site/a.toml");
+  const GatewayConfig b = load_example("two-site/b.toml");
   EXPECT_EQ(Prefix({a.local.address, a.local.prefix_len}).to_string(), "198.18.1.1/24");
   EXPECT_EQ(Prefix({b.local.address, b.local.prefix_len}).to_string(), "198.18.2.1/24");
   ASSERT_EQ(a.wan.links.size(), 1u);
@@ -146,7 +289,7 @@ TEST(ConfigExamples, TwoSiteMatchesTheTestbedContract) {
 // config/rowand.toml promises to show every key with its default: the values
 // it sets must be the ones a config that leaves them out gets.
 TEST(ConfigDefaults, ExampleShowsTheRealDefaults) {
-  const GatewayConfig ex = load_config(example("rowand.toml"));
+  const GatewayConfig ex = load_example("rowand.toml");
   const GatewayConfig min = parse_config(kBase, "min.toml");
   const GatewayConfig def;
   EXPECT_EQ(ex.eal.lcores, def.eal.lcores);
@@ -212,6 +355,7 @@ mtu = 9000
 rx_ring = 2048
 tx_ring = 512
 wake_coalesce = "250us"
+private_key_file = "/etc/rowan/gw.key"
 
 [wan]
 send_buffer_bdp = 1.5
@@ -222,10 +366,10 @@ flow_idle_timeout = "1.5s"
 [[wan.link]]
 name = "fiber-1"
 backend = "dpdk"
-bind = "[2001:2:f::1]:5000"
+bind = "198.19.5.1:5000"
 device = "0000:3b:00.1"
-prefix_len = 64
-next_hop = "2001:2:f::fe"
+prefix_len = 24
+next_hop = "198.19.5.254"
 rate = "400gbit"
 rtt = "150us"
 mtu = 9000
@@ -238,8 +382,15 @@ rtt = "1234567ns"
 
 [[peer]]
 name = "east"
-endpoint = "[2001:2:f::2]"
-links = ["fiber-1", "backup"]
+endpoint = "198.20.0.2"
+links = ["fiber-1"]
+public_key = "Ywn0gdQzaTZ5Ey7XAyLFM7u3kF6g8MIO0b1CFNBPr0w="
+
+[[peer]]
+name = "west"
+endpoint = "[2001:2:e::2]"
+links = ["backup"]
+public_key = "hH8Ik1Qc5WbRf07sf4x/s0cd5Gv5bCeDNlJ9ttHDtjk="
 
 [[route]]
 prefix = "2001:2:2::/48"
@@ -249,7 +400,7 @@ mode = "split"
 [[route]]
 prefix = "2001:2:3::/48"
 peer = "east"
-mode = "direct"
+mode = "passthrough"
 
 [cc]
 algorithm = "cubic"
@@ -293,6 +444,25 @@ level = "debug"
   EXPECT_EQ(c.eal.extra_args.size(), 3u);
 }
 
+// Values are compared, not their text: the same values written another way
+// need nothing; every key of a section counts (local.roce_mtu too); the one
+// [wan] key that reloads in place (flow_idle_timeout) is not a blocker.
+TEST(ConfigReload, BlockersCompareValues) {
+  const GatewayConfig a = parse_config(kBase, "a.toml");
+  std::string same = kBase;
+  same.replace(same.find("\"198.19.0.2\""), 12, "\"198.19.0.2:47910\"");
+  same.replace(same.find("[[peer]]"), 0, "[wan]\nsend_buffer_bdp = 2\n");
+  EXPECT_TRUE(reload_blockers(a, parse_config(same, "same.toml")).empty());
+  std::string text = kBase;
+  text.replace(text.find("[local]\n"), 8, "[local]\nroce_mtu = 1024\n");
+  EXPECT_EQ(reload_blockers(a, parse_config(text, "b.toml")), std::vector<std::string>{"[local]"});
+  text = kBase;
+  text.replace(text.find("[[peer]]"), 0, "[wan]\nflow_idle_timeout = \"5s\"\n");
+  EXPECT_TRUE(reload_blockers(a, parse_config(text, "c.toml")).empty());
+  text.replace(text.find("flow_idle_timeout"), 0, "max_flows = 7\n");
+  EXPECT_EQ(reload_blockers(a, parse_config(text, "d.toml")), std::vector<std::string>{"[wan]"});
+}
+
 TEST(ConfigReload, OnlyRoutesCcAndLogReloadInPlace) {
   const GatewayConfig a = parse_config(kBase, "a.toml");
   std::string text = kBase + "[cc]\nalgorithm = \"bbr\"\n[log]\nlevel = \"debug\"\n";
@@ -308,8 +478,8 @@ TEST(ConfigErrors, ParseErrorHasItsPosition) {
   const std::string text = kBase + "[cc]\nalgorithm = \"rowan\n";
   const auto errors = errors_of(text);
   ASSERT_EQ(errors.size(), 1u);
-  // toml++ reports where the string breaks: the end of line 17.
-  EXPECT_EQ(errors[0].rfind("t.toml:17:19: ", 0), 0u) << errors[0];
+  // toml++ reports where the string breaks: the end of line 18.
+  EXPECT_EQ(errors[0].rfind("t.toml:18:19: ", 0), 0u) << errors[0];
   const auto e2 = errors_of("[local]\ndevice = = 1\n");
   ASSERT_EQ(e2.size(), 1u);
   EXPECT_EQ(e2[0].rfind("t.toml:2:", 0), 0u) << e2[0];
@@ -462,16 +632,16 @@ bind = "198.19.0.1"
   const auto errors = errors_of(text);
   EXPECT_TRUE(has_error(errors, where(text, "\"nobody\""), "route.peer: unknown peer 'nobody'"));
   EXPECT_TRUE(has_error(errors, where(text, "\"198.18.2.128/25\""),
-                        "overlaps 198.18.2.0/24 of the route at 14:10"));
+                        "overlaps 198.18.2.0/24 of the route at 15:10"));
   EXPECT_TRUE(has_error(errors, where(text, "\"198.18.0.0/16\""), "overlaps the local subnet"));
   EXPECT_TRUE(has_error(errors, where(text, "\"198.19.0.0/24\""), "covers the endpoint"));
   EXPECT_TRUE(has_error(errors, where_after(text, "name = \"b\"\nendpoint = \"198.19.0.3", "\"b\""),
-                        "duplicate peer name 'b' (first at 10:8)"));
+                        "duplicate peer name 'b' (first at 11:8)"));
   EXPECT_TRUE(has_error(errors, where(text, "\"wan9\""), "unknown link 'wan9'"));
   EXPECT_TRUE(has_error(errors, where(text, "\"wan0\"]"), "link 'wan0' is listed twice"));
   EXPECT_TRUE(has_error(errors,
                         where_after(text, "name = \"wan0\"\nbind = \"198.19.0.1:47911", "\"wan0"),
-                        "duplicate link name 'wan0' (first at 6:8)"));
+                        "duplicate link name 'wan0' (first at 7:8)"));
   EXPECT_TRUE(has_error(errors, where(text, "[[wan.link]]\nname = \"fast\""),
                         "wan.link.device is required with backend = \"dpdk\""));
   EXPECT_TRUE(has_error(errors, where(text, "\"198.19.0.1\"\n"), "already bound"));
@@ -522,7 +692,8 @@ TEST(ConfigErrors, MissingRequiredParts) {
     EXPECT_TRUE(has_error(errors, "t.toml:2:1: ", "local.device is required"));
     EXPECT_TRUE(has_error(errors, "t.toml:2:1: ", "local.address is required"));
     EXPECT_TRUE(has_error(errors, "t.toml:4:1: ", "wan.link.bind is required"));
-    EXPECT_EQ(errors.size(), 3u);
+    EXPECT_TRUE(has_error(errors, "t.toml:2:1: ", "local.private_key_file is required"));
+    EXPECT_EQ(errors.size(), 4u);
   }
   {
     const std::string text = "local = 3\nwan = []\npeer = {}\n";
@@ -555,7 +726,9 @@ algorithm = "nope"
     (void)parse_config(text, "t.toml");
     FAIL() << "parsed";
   } catch (const ConfigError& e) {
-    ASSERT_EQ(e.errors().size(), 5u) << e.what();
+    ASSERT_EQ(e.errors().size(), 7u) << e.what();
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:1:1: ", "local.private_key_file is required"));
+    EXPECT_TRUE(has_error(e.errors(), "t.toml:8:1: ", "peer.public_key is required"));
     EXPECT_TRUE(has_error(e.errors(), "t.toml:3:11: ", "local.address"));
     EXPECT_TRUE(has_error(e.errors(), "t.toml:7:8: ", "wan.link.rate"));
     EXPECT_TRUE(has_error(e.errors(), "t.toml:11:10: ", "unknown link 'z'"));
@@ -563,7 +736,7 @@ algorithm = "nope"
     EXPECT_TRUE(has_error(e.errors(), "t.toml:16:13: ", "unknown congestion control"));
     // what() is the same list, one per line.
     const std::string what = e.what();
-    EXPECT_EQ(std::count(what.begin(), what.end(), '\n'), 4);
+    EXPECT_EQ(std::count(what.begin(), what.end(), '\n'), 6);
   }
 }
 
@@ -585,8 +758,8 @@ TEST(CheckConfig, ExitStatusAndOutput) {
     std::ostringstream out, err;
     EXPECT_EQ(check_config_main(bad, out, err), kExitConfig);
     EXPECT_EQ(out.str(), "");
-    EXPECT_EQ(err.str(), bad + ":17:9: log.level: expected a string, got an integer\n" + bad +
-                             ":18:1: unknown key 'log.foo'\n");
+    EXPECT_EQ(err.str(), bad + ":18:9: log.level: expected a string, got an integer\n" + bad +
+                             ":19:1: unknown key 'log.foo'\n");
   }
   {
     std::ostringstream out, err;

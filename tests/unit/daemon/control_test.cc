@@ -28,6 +28,8 @@
 #include "control.h"
 #include "ctl.h"
 #include "tools/paths.h"
+#include "tools/temp_dir.h"
+#include "top.h"
 
 namespace rowan::gw {
 namespace {
@@ -83,23 +85,9 @@ class FakeHandler : public ControlHandler {
 };
 
 // A private temp dir (short: sun_path holds 107 bytes).
-class TempDir {
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/rowan-ctl-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    path_ = d != nullptr ? d : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : test::TempDir("ctl") {}
 };
 
 ControlConfig config_for(const std::string& socket, const std::string& group = "") {
@@ -589,6 +577,257 @@ TEST_F(RowanctlTest, ExitStatuses) {
   EXPECT_EQ(status, 64);
   (void)run(rowanctl() + " --help >/dev/null", &status);
   EXPECT_EQ(status, 0);
+}
+
+// A fake daemon that answers every command rowanctl sends, with counters
+// that advance on each `peers`/`links` request (as traffic would).
+class DaemonHandler : public ControlHandler {
+ public:
+  Json handle(const std::string& cmd, const Json& args) override {
+    (void)args;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cmd == "status") {
+      return Json{
+          {"version", "0.1.0+gtest"},
+          {"uptime_s", 61.0},
+          {"config", "/etc/rowan/rowand.toml"},
+          {"routes",
+           Json::array(
+               {Json{{"prefix", "198.18.2.0/24"}, {"peer", "site-b"}, {"mode", "passthrough"}},
+                Json{{"prefix", "198.18.3.0/24"}, {"peer", "site-c"}, {"mode", "split"}}})}};
+    }
+    if (cmd == "peers") {
+      ++peer_calls_;
+      const double n = peer_calls_;
+      Json rows = Json::array();
+      for (const char* name : {"site-b", "site-c"}) {
+        rows.push_back(Json{{"name", name},
+                            {"link", std::string(name) == "site-b" ? "wan0" : "wan1"},
+                            {"state", "up"},
+                            {"srtt_s", 0.0205},
+                            {"min_rtt_s", 0.02},
+                            {"cwnd_bytes", 1048576},
+                            {"pacing_rate_bps", 2e8},
+                            {"delivered_bytes", n * 1e6},
+                            {"delivered_ip_bytes", n * 5e5},
+                            {"packets_sent", n * 100},
+                            {"lost_packets", n},
+                            {"retransmitted_packets", n * 2},
+                            {"transport_drops", {{"malformed", n}, {"duplicate", n}}},
+                            {"security_drops", {{"bad_tag", n}}}});
+      }
+      return rows;
+    }
+    if (cmd == "links") {
+      ++link_calls_;
+      const double n = link_calls_;
+      return Json::array({Json{{"name", "wan0"},
+                               {"backend", "udp"},
+                               {"peer", "site-b"},
+                               {"tx_bytes", n * 125000},
+                               {"rx_bytes", n * 12500},
+                               {"tx_full", n},
+                               {"tx_errors", 0}},
+                          Json{{"name", "wan1"},
+                               {"backend", "udp"},
+                               {"peer", "site-c"},
+                               {"tx_bytes", 0},
+                               {"rx_bytes", 0},
+                               {"tx_full", 0},
+                               {"tx_errors", 0}}});
+    }
+    if (cmd == "reload") {
+      if (reject_) {
+        return Json{{"accepted", false},
+                    {"errors", Json::array({"/etc/rowan/rowand.toml:3:9: log.level: expected a "
+                                            "string, got an integer",
+                                            "/etc/rowan/rowand.toml:4:1: unknown key 'log.foo'"})}};
+      }
+      return Json{{"accepted", true},
+                  {"applied", "2 routes (was 2); log level debug"},
+                  {"restart_needed", Json::array({"[metrics]"})}};
+    }
+    throw std::invalid_argument("unknown command '" + cmd + "'");
+  }
+  void reject(bool r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reject_ = r;
+  }
+
+ private:
+  std::mutex mu_;
+  int peer_calls_ = 0;
+  int link_calls_ = 0;
+  bool reject_ = false;
+};
+
+class RowanctlDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<ControlServer>(config_for(dir_ / "control.sock"), handler_);
+    server_->start();
+    ctl_ = rowanctl() + " -s " + server_->path();
+  }
+  TempDir dir_;
+  DaemonHandler handler_;
+  std::unique_ptr<ControlServer> server_;
+  std::string ctl_;
+};
+
+TEST_F(RowanctlDaemonTest, JsonAndPrettyBeforeOrAfterTheSubcommand) {
+  int status = -1;
+  const std::string after = run(ctl_ + " status -j", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(run(rowanctl() + " -j -s " + server_->path() + " status", &status), after);
+  EXPECT_EQ(run(rowanctl() + " --json status -s " + server_->path(), &status), after);
+  EXPECT_EQ(status, 0);
+  const Json j = Json::parse(after);
+  EXPECT_EQ(j["version"], "0.1.0+gtest");
+  // -p: the same JSON, indented over several lines.
+  for (const std::string& cmd :
+       {ctl_ + " -p status", ctl_ + " status -p", ctl_ + " status -j -p"}) {
+    const std::string pretty = run(cmd, &status);
+    EXPECT_EQ(status, 0) << cmd;
+    EXPECT_GT(std::count(pretty.begin(), pretty.end(), '\n'), 5) << cmd;
+    EXPECT_EQ(pretty, j.dump(2) + "\n") << cmd;
+  }
+}
+
+TEST_F(RowanctlDaemonTest, VersionOnEveryBinary) {
+  int status = -1;
+  const std::string v = run(rowanctl() + " --version", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(v.rfind("rowanctl 0.", 0), 0u) << v;
+  for (const char* bin : {"/daemon/rowand/rowand", "/tools/rowan-wanem/rowan-wanem",
+                          "/tools/rowan-perf/rowan-perf"}) {
+    const std::string path = test::binary_dir() + bin;
+    if (!fs::exists(path)) continue;  // not built in this configuration (ROWAN_BUILD_DPDK=OFF)
+    const std::string out = run(path + " --version", &status);
+    EXPECT_EQ(status, 0) << bin;
+    const std::string name = fs::path(bin).filename().string();
+    EXPECT_EQ(out.rfind(name + " 0.", 0), 0u) << bin << ": " << out;
+  }
+}
+
+TEST_F(RowanctlDaemonTest, RoutesAndOnePeer) {
+  int status = -1;
+  EXPECT_EQ(run(ctl_ + " routes", &status),
+            "PREFIX         PEER    MODE\n"
+            "198.18.2.0/24  site-b  passthrough\n"
+            "198.18.3.0/24  site-c  split\n");
+  EXPECT_EQ(status, 0);
+  const Json routes = Json::parse(run(ctl_ + " routes --json", &status));
+  EXPECT_EQ(status, 0);
+  ASSERT_EQ(routes.size(), 2u);
+  EXPECT_EQ(routes[1]["mode"], "split");
+
+  const Json peer = Json::parse(run(ctl_ + " peer site-c -j", &status));
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(peer["name"], "site-c");
+  EXPECT_EQ(peer["link"], "wan1");
+  ASSERT_EQ(peer["paths"].size(), 1u);
+  EXPECT_EQ(peer["paths"][0]["name"], "wan1");
+  EXPECT_EQ(peer["routes"], Json::array({"198.18.3.0/24 split"}));
+  const std::string table = run(ctl_ + " peer site-b", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(table.find("name "), std::string::npos) << table;
+  EXPECT_NE(table.find("srtt_s"), std::string::npos) << table;
+  EXPECT_NE(table.find("198.18.2.0/24 passthrough"), std::string::npos) << table;
+
+  const std::string err = run(ctl_ + " peer nobody 2>&1 >/dev/null", &status);
+  EXPECT_EQ(status, ctl::kExitError);
+  EXPECT_NE(err.find("no peer 'nobody' (peers: site-b, site-c)"), std::string::npos) << err;
+  (void)run(ctl_ + " peer 2>/dev/null", &status);
+  EXPECT_EQ(status, 64);
+}
+
+TEST_F(RowanctlDaemonTest, ReloadReportsAcceptedOrRejected) {
+  int status = -1;
+  const std::string ok = run(ctl_ + " reload", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(ok,
+            "reload accepted: 2 routes (was 2); log level debug\n"
+            "not applied, needs a restart: [metrics]\n");
+  handler_.reject(true);
+  const std::string err = run(ctl_ + " reload 2>&1 >/dev/null", &status);
+  EXPECT_EQ(status, ctl::kExitError);
+  EXPECT_EQ(err,
+            "/etc/rowan/rowand.toml:3:9: log.level: expected a string, got an integer\n"
+            "/etc/rowan/rowand.toml:4:1: unknown key 'log.foo'\n"
+            "rowanctl: reload rejected; the daemon runs on with its current configuration\n");
+  // --json: the result on stdout, and still the exit status of a rejection.
+  const Json j = Json::parse(run(ctl_ + " reload --json 2>/dev/null", &status));
+  EXPECT_EQ(status, ctl::kExitError);
+  EXPECT_EQ(j["accepted"], false);
+  EXPECT_EQ(j["errors"].size(), 2u);
+}
+
+TEST_F(RowanctlDaemonTest, TopPrintsRatesPerPeerAndPath) {
+  int status = -1;
+  const std::string out = run(ctl_ + " top --once --interval 0.2 -j", &status);
+  EXPECT_EQ(status, 0);
+  ASSERT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  const Json f = Json::parse(out);
+  const double dt = f["interval_s"].get<double>();
+  EXPECT_GE(dt, 0.19);
+  EXPECT_LT(dt, 2.0);
+  ASSERT_EQ(f["peers"].size(), 2u);
+  const Json& b = f["peers"][0];
+  EXPECT_EQ(b["name"], "site-b");
+  EXPECT_EQ(b["path"], "wan0");
+  // One request apart: 1e6 acknowledged bytes, 100 packets sent with 1 lost,
+  // 2 retransmitted, 3 datagrams dropped.
+  EXPECT_NEAR(b["goodput_bps"].get<double>(), 8e6 / dt, 1);
+  EXPECT_NEAR(b["delivered_bps"].get<double>(), 4e6 / dt, 1);
+  EXPECT_DOUBLE_EQ(b["loss_ratio"].get<double>(), 0.01);
+  EXPECT_EQ(b["retransmitted_packets"], 2);
+  EXPECT_EQ(b["drops"], 3);
+  EXPECT_DOUBLE_EQ(b["srtt_s"].get<double>(), 0.0205);
+  EXPECT_EQ(b["cwnd_bytes"], 1048576);
+  ASSERT_EQ(f["paths"].size(), 2u);
+  EXPECT_NEAR(f["paths"][0]["tx_bps"].get<double>(), 1e6 / dt, 1);
+  EXPECT_EQ(f["paths"][0]["tx_full"], 1);
+  EXPECT_EQ(f["paths"][1]["tx_bps"], 0);
+
+  // The table, --count frames of it.
+  const std::string text = run(ctl_ + " top --count 2 -i 0.1", &status);
+  EXPECT_EQ(status, 0);
+  size_t frames = 0;
+  for (size_t at = text.find("PEER    PATH"); at != std::string::npos;
+       at = text.find("PEER    PATH", at + 1)) {
+    ++frames;
+  }
+  EXPECT_EQ(frames, 2u) << text;
+  EXPECT_NE(text.find("site-b  wan0  up"), std::string::npos) << text;
+  EXPECT_NE(text.find("1.000%"), std::string::npos) << text;
+  EXPECT_NE(text.find("PATH  PEER    BACKEND"), std::string::npos) << text;
+  // Nobody there: 69 at once.
+  (void)run(rowanctl() + " -s " + (dir_ / "nobody.sock") + " top --once 2>/dev/null", &status);
+  EXPECT_EQ(status, 69);
+}
+
+TEST(RowanctlTop, CountersThatGoBackwardsCountAsZero) {
+  const Json prev{
+      {"peers",
+       Json::array({Json{
+           {"name", "b"}, {"delivered_bytes", 5000}, {"packets_sent", 10}, {"lost_packets", 5}}})},
+      {"links", Json::array({Json{{"name", "w"}, {"tx_bytes", 100}}})}};
+  const Json cur{{"peers", Json::array({Json{{"name", "b"},
+                                             {"delivered_bytes", 1000},
+                                             {"packets_sent", 2},
+                                             {"lost_packets", 0}},
+                                        Json{{"name", "new"}, {"delivered_bytes", 250}}})},
+                 {"links", Json::array({Json{{"name", "w"}, {"tx_bytes", 50}}, "junk"})}};
+  const ctl::TopFrame f = ctl::compute_top(prev, cur, 0.5);
+  ASSERT_EQ(f.peers.size(), 2u);
+  EXPECT_EQ(f.peers[0].goodput_bps, 0);
+  EXPECT_EQ(f.peers[0].loss_ratio, 0);
+  EXPECT_EQ(f.peers[1].goodput_bps, 250 * 8 / 0.5);  // new: counted from zero
+  ASSERT_EQ(f.paths.size(), 1u);
+  EXPECT_EQ(f.paths[0].tx_bps, 0);
+  // Nothing at all: empty, no crash.
+  EXPECT_TRUE(ctl::compute_top(Json(), Json(), 0).peers.empty());
+  EXPECT_TRUE(ctl::compute_top(Json::array(), Json{{"peers", 3}}, 1).peers.empty());
 }
 
 TEST(RowanctlFormat, ValuesByUnitSuffix) {

@@ -4,11 +4,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <string>
+#include <vector>
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <CLI/CLI.hpp>
 
 namespace rowan::wanem {
 namespace {
@@ -18,104 +22,114 @@ using nlohmann::json;
 constexpr int kExitUsage = 64;
 constexpr int kExitUnavailable = 69;
 
-void usage() {
-  std::fputs(
-      "usage: rowan-wanem ctl SOCKET COMMAND\n"
-      "  get                          settings and counters\n"
-      "  stats                        counters\n"
-      "  set KEY=VALUE...             e.g. rate=100mbit a2b.loss=1% b2a.delay=10ms\n"
-      "  flap [a2b|b2a|both] FOR [IN] link down for FOR, starting IN from now\n"
-      "  link up|down [a2b|b2a|both]\n"
-      "  reset                        zero the counters\n"
-      "  quit                         stop the emulator\n"
-      "  raw JSON                     send a request as is\n",
-      stderr);
-}
-
-bool is_dir(const std::string& s) { return s == "a2b" || s == "b2a" || s == "both"; }
+const std::vector<std::string> kDirections = {"a2b", "b2a", "both"};
 
 }  // namespace
 
-int run_ctl(int argc, char** argv) {
-  if (argc < 2) {
-    usage();
-    return kExitUsage;
-  }
-  const std::string path = argv[0];
-  const std::string cmd = argv[1];
-  json req;
-  if (cmd == "get" || cmd == "stats" || cmd == "quit") {
-    req = json{{"cmd", cmd}};
-  } else if (cmd == "reset") {
-    req = json{{"cmd", "reset_stats"}};
-  } else if (cmd == "set") {
-    json settings = json::object();
-    for (int i = 2; i < argc; ++i) {
-      const std::string kv = argv[i];
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        std::fprintf(stderr, "rowan-wanem ctl: expected KEY=VALUE, got '%s'\n", kv.c_str());
-        return kExitUsage;
-      }
-      settings[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    if (settings.empty()) {
-      usage();
-      return kExitUsage;
-    }
-    req = json{{"cmd", "set"}, {"settings", settings}};
-  } else if (cmd == "flap") {
-    int i = 2;
-    std::string dir = "both";
-    if (i < argc && is_dir(argv[i])) dir = argv[i++];
-    if (i >= argc) {
-      usage();
-      return kExitUsage;
-    }
-    req = json{{"cmd", "flap"}, {"dir", dir}, {"for", argv[i++]}};
-    if (i < argc) req["in"] = argv[i];
-  } else if (cmd == "link") {
-    if (argc < 3) {
-      usage();
-      return kExitUsage;
-    }
-    req = json{{"cmd", "link"}, {"state", argv[2]}, {"dir", argc > 3 ? argv[3] : "both"}};
-  } else if (cmd == "raw") {
-    if (argc < 3) {
-      usage();
-      return kExitUsage;
-    }
-    try {
-      req = json::parse(argv[2]);
-    } catch (const json::exception& e) {
-      std::fprintf(stderr, "rowan-wanem ctl: bad JSON: %s\n", e.what());
-      return kExitUsage;
-    }
-  } else {
-    usage();
-    return kExitUsage;
-  }
+std::optional<CtlRequest> parse_ctl(int argc, char** argv, std::ostream& out, std::ostream& err,
+                                    int* exit_status) {
+  CLI::App app{"rowan-wanem ctl: talk to a running emulator's control socket", "rowan-wanem ctl"};
+  app.require_subcommand(1);
+  CtlRequest r;
+  app.add_option("socket", r.socket, "the emulator's --control socket")->required();
 
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  app.add_subcommand("get", "settings and counters");
+  app.add_subcommand("stats", "counters");
+  app.add_subcommand("reset", "zero the counters");
+  app.add_subcommand("quit", "stop the emulator");
+  std::vector<std::string> settings;
+  CLI::App* set = app.add_subcommand("set", "change settings, e.g. rate=100mbit a2b.loss=1%");
+  set->add_option("settings", settings, "KEY=VALUE ...")->required();
+  std::vector<std::string> flap_args;
+  CLI::App* flap = app.add_subcommand(
+      "flap", "link down for FOR, starting IN from now: [a2b|b2a|both] FOR [IN]");
+  flap->add_option("args", flap_args, "[DIRECTION] FOR [IN]")->required()->expected(1, 3);
+  std::string state, dir = "both";
+  CLI::App* link = app.add_subcommand("link", "link up|down [a2b|b2a|both]");
+  link->add_option("state", state, "up or down")->required()->check(CLI::IsMember({"up", "down"}));
+  link->add_option("direction", dir, "a2b, b2a or both")
+      ->check(CLI::IsMember(kDirections))
+      ->capture_default_str();
+  std::string raw;
+  CLI::App* raw_cmd = app.add_subcommand("raw", "send a JSON request as it is");
+  raw_cmd->add_option("json", raw, "the request object")->required();
+
+  std::string problem;
+  try {
+    app.parse(argc, argv);
+    const std::string cmd = app.get_subcommands().front()->get_name();
+    if (cmd == "get" || cmd == "stats" || cmd == "quit") {
+      r.request = json{{"cmd", cmd}};
+    } else if (cmd == "reset") {
+      r.request = json{{"cmd", "reset_stats"}};
+    } else if (cmd == "set") {
+      json s = json::object();
+      for (const std::string& kv : settings) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw CLI::ValidationError("set", "expected KEY=VALUE, got '" + kv + "'");
+        s[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+      r.request = json{{"cmd", "set"}, {"settings", s}};
+    } else if (cmd == "flap") {
+      size_t i = 0;
+      std::string d = "both";
+      for (const auto& k : kDirections) {
+        if (flap_args[0] == k) d = flap_args[i++];
+      }
+      if (i >= flap_args.size() || flap_args.size() - i > 2) {
+        throw CLI::ValidationError("flap", "expected [a2b|b2a|both] FOR [IN]");
+      }
+      r.request = json{{"cmd", "flap"}, {"dir", d}, {"for", flap_args[i]}};
+      if (i + 1 < flap_args.size()) r.request["in"] = flap_args[i + 1];
+    } else if (cmd == "link") {
+      r.request = json{{"cmd", "link"}, {"state", state}, {"dir", dir}};
+    } else {
+      r.request = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+      if (r.request.is_discarded() || !r.request.is_object()) {
+        throw CLI::ValidationError("raw", "not a JSON object: " + raw);
+      }
+    }
+  } catch (const CLI::ParseError& e) {
+    *exit_status = app.exit(e, out, err) == 0 ? 0 : kExitUsage;
+    return std::nullopt;
+  }
+  return r;
+}
+
+int run_ctl(int argc, char** argv) {
+  int status = 0;
+  // CLI11 wants the program name first.
+  std::vector<char*> args{const_cast<char*>("rowan-wanem ctl")};
+  args.insert(args.end(), argv, argv + argc);
+  const auto req =
+      parse_ctl(static_cast<int>(args.size()), args.data(), std::cout, std::cerr, &status);
+  if (!req) return status;
+  const std::string& path = req->socket;
+
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (fd < 0 || path.size() >= sizeof addr.sun_path) {
-    std::fprintf(stderr, "rowan-wanem ctl: bad socket path '%s'\n", path.c_str());
+  if (path.size() >= sizeof addr.sun_path) {
+    fmt::print(stderr, "rowan-wanem ctl: socket path too long: '{}'\n", path);
     return kExitUsage;
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    fmt::print(stderr, "rowan-wanem ctl: socket: {}\n", std::strerror(errno));
+    return kExitUnavailable;
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    std::fprintf(stderr, "rowan-wanem ctl: cannot reach %s: %s\n", path.c_str(),
-                 std::strerror(errno));
+    fmt::print(stderr, "rowan-wanem ctl: cannot reach {}: {}\n", path, std::strerror(errno));
     close(fd);
     return kExitUnavailable;
   }
-  const std::string line = req.dump() + "\n";
+  const std::string line = req->request.dump() + "\n";
   size_t off = 0;
   while (off < line.size()) {
     const ssize_t n = write(fd, line.data() + off, line.size() - off);
     if (n <= 0) {
-      std::fprintf(stderr, "rowan-wanem ctl: write failed: %s\n", std::strerror(errno));
+      fmt::print(stderr, "rowan-wanem ctl: write failed: {}\n", std::strerror(errno));
       close(fd);
       return kExitUnavailable;
     }
@@ -130,17 +144,16 @@ int run_ctl(int argc, char** argv) {
   }
   close(fd);
   if (reply.empty()) {
-    std::fprintf(stderr, "rowan-wanem ctl: no reply from %s\n", path.c_str());
+    fmt::print(stderr, "rowan-wanem ctl: no reply from {}\n", path);
     return kExitUnavailable;
   }
-  try {
-    const json r = json::parse(reply.substr(0, reply.find('\n')));
-    std::printf("%s\n", r.dump(2).c_str());
-    return r.value("ok", false) ? 0 : 1;
-  } catch (const json::exception& e) {
-    std::fprintf(stderr, "rowan-wanem ctl: bad reply: %s\n", e.what());
+  const json r = json::parse(reply.substr(0, reply.find('\n')), nullptr, false);
+  if (r.is_discarded()) {
+    fmt::print(stderr, "rowan-wanem ctl: bad reply (not JSON) from {}\n", path);
     return 1;
   }
+  fmt::print("{}\n", r.dump(2));
+  return r.is_object() && r.value("ok", false) ? 0 : 1;
 }
 
 }  // namespace rowan::wanem

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "parse.h"
 
 namespace rowan::wanem {
@@ -224,43 +226,29 @@ json Emulator::stats_json(TimePoint now) const {
 
 std::string Emulator::stats_text(TimePoint now) const {
   std::string out;
-  char line[256];
+  auto to = std::back_inserter(out);
   for (int d = 0; d < 2; ++d) {
     const Direction& dr = dirs_[static_cast<size_t>(d)];
     const DirCounters& c = dr.counters();
     const double n_delay = c.delay_count > 0 ? static_cast<double>(c.delay_count) : 1.0;
     const double n_late = c.late_count > 0 ? static_cast<double>(c.late_count) : 1.0;
-    std::snprintf(
-        line, sizeof line,
-        "%s: rx %llu frames %llu B, forwarded %llu frames %llu B, dropped %llu "
-        "(",
-        dir_name(d), static_cast<unsigned long long>(c.rx_frames),
-        static_cast<unsigned long long>(c.rx_bytes), static_cast<unsigned long long>(c.tx_frames),
-        static_cast<unsigned long long>(c.tx_bytes), static_cast<unsigned long long>(c.dropped()));
-    out += line;
-    bool first = true;
+    fmt::format_to(to, "{}: rx {} frames {} B, forwarded {} frames {} B, dropped {} (", dir_name(d),
+                   c.rx_frames, c.rx_bytes, c.tx_frames, c.tx_bytes, c.dropped());
     for (size_t r = 0; r < c.drops.size(); ++r) {
-      std::snprintf(line, sizeof line, "%s%s %llu", first ? "" : ", ",
-                    drop_reason_name(static_cast<DropReason>(r)),
-                    static_cast<unsigned long long>(c.drops[r]));
-      out += line;
-      first = false;
+      fmt::format_to(to, "{}{} {}", r == 0 ? "" : ", ",
+                     drop_reason_name(static_cast<DropReason>(r)), c.drops[r]);
     }
-    std::snprintf(
-        line, sizeof line,
-        ")\n  duplicated %llu, corrupted %llu, reordered %llu, ecn_marked %llu; "
-        "queue %llu B (max %llu B), in flight %zu\n"
-        "  delay applied mean %.1f us (min %.1f, max %.1f); release error mean %.1f "
-        "us (p99 %.0f, max %.1f)\n",
-        static_cast<unsigned long long>(c.duplicated), static_cast<unsigned long long>(c.corrupted),
-        static_cast<unsigned long long>(c.reordered), static_cast<unsigned long long>(c.ecn_marked),
-        static_cast<unsigned long long>(dr.backlog(now)),
-        static_cast<unsigned long long>(c.queue_max_bytes), dr.in_flight(),
-        static_cast<double>(c.delay_sum_ns) / n_delay / 1e3,
+    fmt::format_to(
+        to,
+        ")\n  duplicated {}, corrupted {}, reordered {}, ecn_marked {}; queue {} B (max "
+        "{} B), in flight {}\n"
+        "  delay applied mean {:.1f} us (min {:.1f}, max {:.1f}); release error mean "
+        "{:.1f} us (p99 {:.0f}, max {:.1f})\n",
+        c.duplicated, c.corrupted, c.reordered, c.ecn_marked, dr.backlog(now), c.queue_max_bytes,
+        dr.in_flight(), static_cast<double>(c.delay_sum_ns) / n_delay / 1e3,
         static_cast<double>(c.delay_min_ns) / 1e3, static_cast<double>(c.delay_max_ns) / 1e3,
         static_cast<double>(c.late_sum_ns) / n_late / 1e3, c.late_quantile_us(0.99),
         static_cast<double>(c.late_max_ns) / 1e3);
-    out += line;
   }
   return out;
 }

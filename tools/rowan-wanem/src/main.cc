@@ -42,6 +42,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include "base/clock.h"
@@ -51,6 +54,7 @@
 #include "io/af_packet_ring.h"
 #include "io/doorbell.h"
 #include "parse.h"
+#include "rowan/build_version.h"
 
 namespace rowan::wanem {
 namespace {
@@ -209,7 +213,7 @@ int run(const Options& opt) {
                                     max_frame, &data_room);
   }
   if (spec_a.empty() || spec_b.empty()) {
-    std::fprintf(stderr, "rowan-wanem: give --iface-a/--vdev-a and --iface-b/--vdev-b\n");
+    spdlog::error("rowan-wanem: give --iface-a/--vdev-a and --iface-b/--vdev-b");
     return kExitUsage;
   }
   std::vector<std::unique_ptr<io::Doorbell>> bells;
@@ -243,7 +247,7 @@ int run(const Options& opt) {
   eal_argv.reserve(eal.size());
   for (std::string& s : eal) eal_argv.push_back(s.data());
   if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    std::fprintf(stderr, "rowan-wanem: EAL init failed: %s\n", rte_strerror(rte_errno));
+    spdlog::error("rowan-wanem: EAL init failed: {}", rte_strerror(rte_errno));
     return kExitUnavailable;
   }
   // The EAL pinned this thread to one core; the machine is shared, let the
@@ -257,8 +261,8 @@ int run(const Options& opt) {
     sched_param sp{};
     sp.sched_priority = opt.rt_priority;
     if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
-      std::fprintf(stderr, "rowan-wanem: SCHED_FIFO %d: %s (continuing unprioritised)\n",
-                   opt.rt_priority, std::strerror(errno));
+      spdlog::warn("rowan-wanem: SCHED_FIFO {}: {} (continuing unprioritised)", opt.rt_priority,
+                   std::strerror(errno));
     }
   }
 
@@ -268,8 +272,8 @@ int run(const Options& opt) {
         "wanem_pool", opt.mbufs, 256, 0, static_cast<uint16_t>(data_room + RTE_PKTMBUF_HEADROOM),
         static_cast<int>(rte_socket_id()));
     if (pool == nullptr) {
-      std::fprintf(stderr, "rowan-wanem: mbuf pool of %u: %s (raise --mem-mb)\n", opt.mbufs,
-                   rte_strerror(rte_errno));
+      spdlog::error("rowan-wanem: mbuf pool of {}: {} (raise --mem-mb)", opt.mbufs,
+                    rte_strerror(rte_errno));
       rte_eal_cleanup();
       return kExitUnavailable;
     }
@@ -301,9 +305,9 @@ int run(const Options& opt) {
 
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
-    std::printf("rowan-wanem: forwarding %s <-> %s%s%s\n", vdev_name(spec_a).c_str(),
-                vdev_name(spec_b).c_str(), control ? ", control " : "",
-                control ? opt.control.c_str() : "");
+    // On stdout: scripts wait for this line.
+    fmt::print("rowan-wanem: forwarding {} <-> {}{}{}\n", vdev_name(spec_a), vdev_name(spec_b),
+               control ? ", control " : "", control ? opt.control : "");
     std::fflush(stdout);
 
     rte_mbuf* rx[kBurst];
@@ -512,12 +516,11 @@ int run(const Options& opt) {
       q.count = 0;
     }
     if (opt.json) {
-      std::printf("%s\n",
-                  nlohmann::json{{"settings", emu.settings_json()}, {"stats", emu.stats_json(now)}}
-                      .dump()
-                      .c_str());
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"settings", emu.settings_json()}, {"stats", emu.stats_json(now)}}.dump());
     } else {
-      std::printf("rowan-wanem: final counters\n%s", emu.stats_text(now).c_str());
+      fmt::print("rowan-wanem: final counters\n{}", emu.stats_text(now));
     }
     std::fflush(stdout);
     control.reset();
@@ -537,8 +540,12 @@ int main(int argc, char** argv) {
   using namespace rowan::wanem;
   if (argc >= 2 && std::strcmp(argv[1], "ctl") == 0) return run_ctl(argc - 2, argv + 2);
 
+  // Diagnostics on stderr; stdout carries the forwarding line and the counters.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("rowan-wanem"));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   Options opt;
   CLI::App app{"rowan-wanem: a two-port DPDK long-haul link emulator (see docs/wanem.md)"};
+  app.set_version_flag("--version", std::string("rowan-wanem ") + ROWAN_BUILD_VERSION);
   app.add_option("--iface-a", opt.iface_a, "interface of port A (net_af_packet vdev)");
   app.add_option("--iface-b", opt.iface_b, "interface of port B (net_af_packet vdev)");
   app.add_option("--vdev-a", opt.vdev_a, "any DPDK vdev spec for port A instead of --iface-a");
@@ -592,10 +599,10 @@ int main(int argc, char** argv) {
   try {
     return run(opt);
   } catch (const ParseError& e) {
-    std::fprintf(stderr, "rowan-wanem: %s\n", e.what());
+    spdlog::error("rowan-wanem: {}", e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rowan-wanem: %s\n", e.what());
+    spdlog::error("rowan-wanem: {}", e.what());
     return kExitUnavailable;
   }
 }

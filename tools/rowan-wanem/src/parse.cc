@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "cc_params.h"
+
 namespace rowan::wanem {
 namespace {
 
@@ -35,55 +39,37 @@ double split_number(const std::string& s, std::string& unit, std::string_view wh
 
 }  // namespace
 
+// Rates and durations use the one grammar rowan has (cc::parse_rate and
+// cc::parse_duration, cc-algorithms/cc_params.h: the daemon's config and the
+// CC parameters read them too). What the command line adds: blanks are
+// ignored, "bps" is another spelling of bit/s, a duration other than 0 needs
+// its unit, and errors are ParseError.
 BitsPerSec parse_rate(std::string_view text) {
-  const std::string s = lower(text);
-  std::string unit;
-  const double v = split_number(s, unit, "rate");
-  if (v < 0) throw ParseError("negative rate: '" + s + "'");
-  if (unit.size() > 2 && unit.compare(unit.size() - 2, 2, "/s") == 0) {
-    unit.resize(unit.size() - 2);
+  std::string s = lower(text);
+  if (s.empty() || s.front() == '-') throw ParseError("not a rate (or negative): '" + s + "'");
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, "/s") == 0) s.resize(s.size() - 2);
+  if (s.size() > 3 && s.compare(s.size() - 3, 3, "bps") == 0) s.replace(s.size() - 3, 3, "bit");
+  try {
+    return cc::parse_rate(s);
+  } catch (const cc::CcParamError& e) {
+    throw ParseError(std::string("rate: ") + e.what());
   }
-  if (unit.size() > 3 && unit.compare(unit.size() - 3, 3, "bps") == 0) {
-    unit.resize(unit.size() - 3);
-    unit += "bit";
-  }
-  double mult = 0;
-  if (unit.empty() || unit == "bit") {
-    mult = 1;
-  } else if (unit == "k" || unit == "kbit") {
-    mult = 1e3;
-  } else if (unit == "m" || unit == "mbit") {
-    mult = 1e6;
-  } else if (unit == "g" || unit == "gbit") {
-    mult = 1e9;
-  } else if (unit == "t" || unit == "tbit") {
-    mult = 1e12;
-  } else {
-    throw ParseError("unknown rate unit in '" + s + "' (use bit, kbit, mbit, gbit, tbit)");
-  }
-  return BitsPerSec::from_bps(static_cast<uint64_t>(std::llround(v * mult)));
 }
 
 Duration parse_duration(std::string_view text) {
-  const std::string s = lower(text);
-  std::string unit;
-  const double v = split_number(s, unit, "duration");
-  if (v < 0) throw ParseError("negative duration: '" + s + "'");
-  double mult = 0;
-  if (unit == "ns") {
-    mult = 1;
-  } else if (unit == "us" || unit == "µs") {
-    mult = 1e3;
-  } else if (unit == "ms") {
-    mult = 1e6;
-  } else if (unit == "s" || (unit.empty() && v == 0)) {
-    mult = 1e9;
-  } else if (unit == "min") {
-    mult = 60e9;
-  } else {
-    throw ParseError("duration needs a unit (ns, us, ms, s): '" + s + "'");
+  std::string s = lower(text);
+  if (s.empty() || s.front() == '-') throw ParseError("not a duration (or negative): '" + s + "'");
+  if (s.size() > 3 && s.compare(s.size() - 3, 3, "\xc2\xb5s") == 0) s.replace(s.size() - 3, 2, "u");
+  Duration d;
+  try {
+    d = cc::parse_duration(s);
+  } catch (const cc::CcParamError& e) {
+    throw ParseError(std::string("duration: ") + e.what());
   }
-  return Duration::from_ns(static_cast<int64_t>(std::llround(v * mult)));
+  const bool has_unit = std::isalpha(static_cast<unsigned char>(s.back())) != 0;
+  if (!has_unit && !d.is_zero())
+    throw ParseError("duration needs a unit (ns, us, ms, s): '" + s + "'");
+  return d;
 }
 
 Bytes parse_bytes(std::string_view text) {
@@ -134,38 +120,21 @@ bool parse_bool(std::string_view text) {
 
 std::string format_rate(BitsPerSec r) {
   const uint64_t b = r.bps();
-  char buf[64];
   if (b == 0) return "0";
-  if (b % 1000000000ULL == 0) {
-    std::snprintf(buf, sizeof buf, "%llugbit", static_cast<unsigned long long>(b / 1000000000ULL));
-  } else if (b % 1000000ULL == 0) {
-    std::snprintf(buf, sizeof buf, "%llumbit", static_cast<unsigned long long>(b / 1000000ULL));
-  } else if (b % 1000ULL == 0) {
-    std::snprintf(buf, sizeof buf, "%llukbit", static_cast<unsigned long long>(b / 1000ULL));
-  } else {
-    std::snprintf(buf, sizeof buf, "%llubit", static_cast<unsigned long long>(b));
-  }
-  return buf;
+  if (b % 1000000000ULL == 0) return fmt::format("{}gbit", b / 1000000000ULL);
+  if (b % 1000000ULL == 0) return fmt::format("{}mbit", b / 1000000ULL);
+  if (b % 1000ULL == 0) return fmt::format("{}kbit", b / 1000ULL);
+  return fmt::format("{}bit", b);
 }
 
 std::string format_duration(Duration d) {
   const int64_t ns = d.ns();
-  char buf[64];
   if (ns == 0) return "0";
-  if (ns % 1000000 == 0) {
-    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ns / 1000000));
-  } else if (ns % 1000 == 0) {
-    std::snprintf(buf, sizeof buf, "%lldus", static_cast<long long>(ns / 1000));
-  } else {
-    std::snprintf(buf, sizeof buf, "%lldns", static_cast<long long>(ns));
-  }
-  return buf;
+  if (ns % 1000000 == 0) return fmt::format("{}ms", ns / 1000000);
+  if (ns % 1000 == 0) return fmt::format("{}us", ns / 1000);
+  return fmt::format("{}ns", ns);
 }
 
-std::string format_probability(double p) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g%%", p * 100.0);
-  return buf;
-}
+std::string format_probability(double p) { return fmt::format("{:.6g}%", p * 100.0); }
 
 }  // namespace rowan::wanem
