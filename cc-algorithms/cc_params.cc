@@ -28,7 +28,11 @@ BitsPerSec parse_rate(const std::string& text) {
   std::string suffix;
   const double v = leading_number(text, suffix);
   if (suffix.ends_with("/s")) suffix.resize(suffix.size() - 2);
-  if (suffix.ends_with("ps")) suffix.resize(suffix.size() - 2), suffix += "bit";
+  if (suffix.ends_with("ps")) {  // "mbps", "gbps", "bps": bits per second
+    suffix.resize(suffix.size() - 2);
+    if (suffix.ends_with("b")) suffix.pop_back();
+    suffix += "bit";
+  }
   double mult = 0;
   if (suffix.empty() || suffix == "bit" || suffix == "b")
     mult = 1;

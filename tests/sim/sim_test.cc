@@ -186,6 +186,15 @@ TEST(Sim, PerFlowRttsAndAlgorithms) {
   EXPECT_NEAR(r.flows[1].min_rtt_s, 0.040, 0.002);
 }
 
+TEST(Sim, CliPrintsItsVersion) {
+  const std::string cmd = test::binary_dir() + "/tools/rowan-sim/rowan-sim --version";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  ASSERT_TRUE(p);
+  char buf[256] = {};
+  ASSERT_NE(fgets(buf, sizeof buf, p.get()), nullptr);
+  EXPECT_EQ(std::string(buf).rfind("rowan-sim ", 0), 0U) << buf;
+}
+
 TEST(Sim, CliPrintsTheJsonContract) {
   const std::string bin = test::binary_dir() + "/tools/rowan-sim/rowan-sim";
   const std::string series = test::binary_dir() + "/sim_test_series.csv";

@@ -11,6 +11,8 @@
 #include "registry.h"
 #include "sim.h"
 
+#include "rowan/build_version.h"
+
 namespace {
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -57,6 +59,7 @@ void parse_buffer(const std::string& t, rowan::sim::Scenario& s) {
 int main(int argc, char** argv) {
   CLI::App app{
       "rowan-sim: the real rowan transport and congestion control over a simulated bottleneck"};
+  app.set_version_flag("--version", std::string("rowan-sim ") + ROWAN_BUILD_VERSION);
   rowan::sim::Scenario s;
   s.cc = std::string(rowan::cc::kDefaultAlgorithm);
   std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",

@@ -9,6 +9,15 @@
 namespace rowan::cc {
 namespace {
 
+TEST(Params, RatesTakeEverySpellingOfBitsPerSecond) {
+  EXPECT_EQ(parse_rate("10mbps").bps(), 10000000U);
+  EXPECT_EQ(parse_rate("2gbps").bps(), 2000000000U);
+  EXPECT_EQ(parse_rate("100bps").bps(), 100U);
+  EXPECT_EQ(parse_rate("10mbit").bps(), 10000000U);
+  EXPECT_EQ(parse_rate("1.5gbit/s").bps(), 1500000000U);
+  EXPECT_THROW(parse_rate("10mbbit"), CcParamError);
+}
+
 TEST(Registry, AllAlgorithmsPresent) {
   const auto names = Registry::names();
   for (const char* n : {"cubic", "bbr", "swift", "copa", "rowan"}) {
