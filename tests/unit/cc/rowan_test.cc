@@ -66,6 +66,16 @@ void settle(Rowan& r, Driver& d, BitsPerSec link, int rounds = 40) {
   for (int i = 0; i < 4; ++i) d.round_trip(std::min(r.pacing_rate(), link), Duration::zero());
 }
 
+// A flow past startup on a `link` × `base` path, hinted with the true path.
+struct Settled {
+  rowan::test::FakeClock clock;
+  std::unique_ptr<Rowan> r;
+  Driver d;
+  Settled(BitsPerSec link, Duration base) : r(make(clock, link, base)), d{*r, clock.now(), base} {
+    settle(*r, d, link);
+  }
+};
+
 TEST(Rowan, StartsFromHintsAndFindsTheLink) {
   rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(10);
@@ -99,12 +109,11 @@ TEST(Rowan, AWrongHintCostsNoRate) {
 }
 
 TEST(Rowan, DelayAboveTargetCutsBelowItGrows) {
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(10);
   const Duration base = Duration::from_ms(20);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
   ASSERT_EQ(r->mode(), Rowan::Mode::kDelay);
   const BitsPerSec before = r->rate();
   // A 2 ms standing queue (target ~0.25 ms): cut by gain_down × (q − t)/(RTT + q).
@@ -121,12 +130,11 @@ TEST(Rowan, AQueueThatDoesNotAnswerSwitchesToTheModel) {
   // A buffer-filling competitor: the queue stays at 10 ms whatever the flow
   // does. Delay mode cuts, finds the queue inelastic, and the model's rate
   // takes over instead of starving.
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(1);
   const Duration base = Duration::from_ms(20);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
   ASSERT_EQ(r->mode(), Rowan::Mode::kDelay);
   const BitsPerSec share = BitsPerSec::from_mbps(500);
   for (int i = 0; i < 12; ++i)
@@ -143,12 +151,11 @@ TEST(Rowan, AQueueThatDoesNotAnswerSwitchesToTheModel) {
 TEST(Rowan, NoisyDelayDoesNotStarve) {
   // Every other round's least RTT is 3 ms late (a late host, jitter): the
   // noise is above any target, so the model's rate rules.
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(1);
   const Duration base = Duration::from_ms(20);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
   for (int i = 0; i < 60; ++i)
     d.round_trip(std::min(r->pacing_rate(), link),
                  i % 2 == 0 ? Duration::from_ms(3) : Duration::from_us(100));
@@ -158,12 +165,11 @@ TEST(Rowan, NoisyDelayDoesNotStarve) {
 }
 
 TEST(Rowan, IgnoresRandomLossCutsOnHeavyLoss) {
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(10);
   const Duration base = Duration::from_ms(10);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
   const BitsPerSec before = r->pacing_rate();
   // One or two lost packets per round: no reaction.
   for (int i = 0; i < 20; ++i) d.round_trip(std::min(r->pacing_rate(), link), Duration::zero(), 2);
@@ -198,12 +204,11 @@ TEST(Rowan, ClosedLoopFillsTheLinkWithAShortQueue) {
 }
 
 TEST(Rowan, RtoHalvesTheModel) {
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(1);
   const Duration base = Duration::from_ms(10);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
   const BitsPerSec bw = r->bw();
   const BitsPerSec rate = r->rate();
   r->on_rto(d.now);
@@ -212,12 +217,11 @@ TEST(Rowan, RtoHalvesTheModel) {
 }
 
 TEST(Rowan, NoOverflowAt400GbitAnd200ms) {
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_gbps(400);
   const Duration base = Duration::from_ms(200);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
   EXPECT_NEAR(r->bw().gbps(), 400.0, 8.0);
   // About 2 × 400 Gbit/s × 200 ms = 20 GB: no wrap.
   EXPECT_GT(r->cwnd(), 15'000'000'000ULL);
@@ -229,12 +233,10 @@ TEST(Rowan, NoOverflowAt400GbitAnd200ms) {
 
 TEST(Rowan, SmallestCornerKeepsSaneWindow) {
   // 100 Mbit/s × 0.1 ms: the BDP (1250 B) is below one packet.
-  rowan::test::FakeClock clock;
   const BitsPerSec link = BitsPerSec::from_mbps(100);
   const Duration base = Duration::from_us(100);
-  auto r = make(clock, link, base);
-  Driver d{*r, clock.now(), base};
-  settle(*r, d, link);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
   EXPECT_GE(r->cwnd(), 4 * kMss);
   EXPECT_LE(r->cwnd(), 128 * kMss);
   EXPECT_GE(r->target(), link.transfer_time(2 * kMss));
