@@ -226,9 +226,9 @@ void Rowan::end_round(const AckEvent& ev) {
     case Phase::kSteady:
       update_noise();
       if (mode_ == Mode::kDelay) {
-        delay_round(delivered, round_app_limited_, heavy);
+        delay_round(delivered, heavy);
       } else {
-        model_round(heavy);
+        model_round();
       }
       break;
   }
@@ -238,7 +238,6 @@ void Rowan::end_round(const AckEvent& ev) {
   round_lost_pkts_ = 0;
   round_min_rtt_ = Duration::infinite();
   round_app_limited_ = false;
-  (void)ev;
 }
 
 void Rowan::update_noise() {
@@ -269,7 +268,7 @@ void Rowan::update_noise() {
   prev_queue_valid_ = true;
 }
 
-void Rowan::delay_round(BitsPerSec delivered, bool app_limited, bool heavy) {
+void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   // A min-RTT drain round, and the round whose samples it shaped, are not
   // judged: their delivery rate is the drain's, not the path's.
   if (draining_) {
@@ -307,8 +306,6 @@ void Rowan::delay_round(BitsPerSec delivered, bool app_limited, bool heavy) {
   // rate without the path being the limit, and anchoring on it would
   // ratchet the rate down.
   const BitsPerSec anchor = rate_;
-  (void)delivered;
-  (void)app_limited;
   const double total = static_cast<double>((b + q).ns());
   if (q > t) {
     if (pressure_ == 0) {
@@ -362,8 +359,8 @@ void Rowan::delay_round(BitsPerSec delivered, bool app_limited, bool heavy) {
   }
 }
 
-void Rowan::model_round(bool heavy) {
-  (void)heavy;  // random loss and a full competitor's buffer are not ours to cut for
+void Rowan::model_round() {
+  // Random loss and a full competitor's buffer are not ours to cut for.
   // The way back: the queue at target again in cruising rounds (probing
   // rounds and the drain after them make their own queue) ...
   if (cycle_idx_ >= 2 && queue_valid_ && queue_ <= target() && noise_ * 2 <= target()) {
@@ -390,13 +387,12 @@ void Rowan::model_round(bool heavy) {
 void Rowan::enter_steady(TimePoint now) {
   phase_ = Phase::kSteady;
   cycle_stamp_ = now;
-  enter_mode(Mode::kDelay);
-  --mode_switches_;  // leaving startup is not a switch
+  enter_mode(Mode::kDelay, /*is_switch=*/false);  // leaving startup is not a switch
 }
 
-void Rowan::enter_mode(Mode m) {
+void Rowan::enter_mode(Mode m, bool is_switch) {
   mode_ = m;
-  ++mode_switches_;
+  if (is_switch) ++mode_switches_;
   pressure_ = 0;
   calm_ = 0;
   model_rounds_ = 0;

@@ -106,10 +106,10 @@ class Rowan final : public CongestionController {
   void update_ack_aggregation(const AckEvent& ev);
   void end_round(const AckEvent& ev);
   void update_noise();
-  void delay_round(BitsPerSec delivered, bool app_limited, bool heavy);
-  void model_round(bool heavy);
+  void delay_round(BitsPerSec delivered, bool heavy);
+  void model_round();
   void enter_steady(TimePoint now);
-  void enter_mode(Mode m);
+  void enter_mode(Mode m, bool is_switch = true);
   void advance_cycle(const AckEvent& ev);
   void set_outputs();
   Bytes bdp(BitsPerSec rate, double gain) const;
