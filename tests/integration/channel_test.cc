@@ -84,7 +84,7 @@ TEST_F(ChannelTest, VerifiedPayloadsThroughLossReorderAndDuplication) {
   // The channel's transport itself faces the WAN: 1% loss, 1% duplicates,
   // 2% of datagrams overtaking, 20 ms.
   up("--mode direct --rate 100mbit --rtt 20ms --loss 1% --set duplicate=1% --set reorder=2%");
-  const json j = perf("-t 4 -P 2 --cc bbr --rate 1e8");
+  const json j = perf("-t 4 -P 2 --rate 1e8");
   ASSERT_TRUE(j.contains("goodput_bps")) << j.dump();
   EXPECT_EQ(j["verify_errors"], 0) << j.dump();
   EXPECT_EQ(j["failed_streams"], 0) << j.dump();
@@ -111,7 +111,7 @@ TEST_F(ChannelTest, VerifiedPayloadsThroughLossReorderAndDuplication) {
   ASSERT_FALSE(pid.empty());
   const auto t0 = std::chrono::steady_clock::now();
   const ShellResult killed =
-      exec('a', "timeout -s KILL 2 " + perf_ + " -c 198.18.2.10 -p 5202 -t 30 --cc bbr --rate 1e8");
+      exec('a', "timeout -s KILL 2 " + perf_ + " -c 198.18.2.10 -p 5202 -t 30 --rate 1e8");
   EXPECT_TRUE(killed.status == 137 || killed.status == 124)
       << "the client was to be killed mid-test: " << killed.status << " " << killed.out;
   double exited_s = -1;
@@ -132,7 +132,7 @@ TEST_F(ChannelTest, VerifiedPayloadsThroughLossReorderAndDuplication) {
 }
 
 TEST_F(ChannelTest, PassthroughTelemetryQpAttrsAndChannel) {
-  up("--mode passthrough --rate 100mbit --rtt 20ms --loss 1% --cc bbr");
+  up("--mode passthrough --rate 100mbit --rtt 20ms --loss 1%");
   // Telemetry from the real rowand of site A, subscribed while traffic flows.
   rowan_telemetry* t = nullptr;
   ASSERT_EQ(rowan_telemetry_open_site("a", &t), ROWAN_OK);

@@ -55,7 +55,7 @@ class FaultsTest : public ::testing::Test {
   }
 
   void up(const std::string& args = "") {
-    const ShellResult r = tb_->up("--mode passthrough --cc bbr " + args);
+    const ShellResult r = tb_->up("--mode passthrough " + args);
     ASSERT_EQ(r.status, 0) << "two-site up failed: " << r.out;
   }
   ShellResult exec(char site, const std::string& cmd) { return tb_->exec(site, cmd); }

@@ -103,7 +103,7 @@ TEST_F(PassthroughTest, PingAndTcpCubicAndBbrAcrossBothGateways) {
 }
 
 TEST_F(PassthroughTest, WanLossIsInvisibleToTheHosts) {
-  up("--rate 100mbit --rtt 20ms --loss 2% --cc bbr");
+  up("--rate 100mbit --rtt 20ms --loss 2%");
   const json j = iperf("-u -b 10M -l 1000 -t 4");
   ASSERT_TRUE(j.contains("end"));
   const json& sum = j["end"]["sum"];
@@ -119,7 +119,7 @@ TEST_F(PassthroughTest, WanLossIsInvisibleToTheHosts) {
 // (ring slots sized for [local] mtu; the PMD's default 2048-byte slots
 // truncate them) and carry each across the WAN as data.
 TEST_F(PassthroughTest, JumboSiteFramesCrossA1500ByteWanWhole) {
-  up("--rate 100mbit --rtt 10ms --loss 1% --cc bbr --mtu 4200");
+  up("--rate 100mbit --rtt 10ms --loss 1% --mtu 4200");
   EXPECT_NE(exec('a', "ip link show eth0").out.find("mtu 4200"), std::string::npos);
   // 4128-byte IP packets, Don't Fragment: nothing on the way may split them.
   const ShellResult ping = exec('a', "ping -M do -s 4100 -c 5 -i 0.2 -q 198.18.2.10");
@@ -142,7 +142,7 @@ TEST_F(PassthroughTest, JumboSiteFramesCrossA1500ByteWanWhole) {
 // often carry 9000-byte frames): the gateways' links take the MTU, and a
 // site's 4 KiB frame crosses in one datagram instead of three.
 TEST_F(PassthroughTest, AJumboWanCarriesJumboSiteFramesInWholeDatagrams) {
-  up("--rate 100mbit --rtt 10ms --loss 1% --cc bbr --mtu 4200 --wan-mtu 9000");
+  up("--rate 100mbit --rtt 10ms --loss 1% --mtu 4200 --wan-mtu 9000");
   const ShellResult st = shell(script_ + " status --json");
   ASSERT_EQ(st.status, 0);
   EXPECT_EQ(json::parse(st.out)["wan_mtu"], 9000);
@@ -165,7 +165,7 @@ TEST_F(PassthroughTest, AJumboWanCarriesJumboSiteFramesInWholeDatagrams) {
 }
 
 TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
-  up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
+  up("--rate 100mbit --rtt 20ms --loss 1%");
   const std::string mac = gw_mac();
   ASSERT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
   const std::string pcap = "/run/rowan/two-site/roce-b.pcap";
@@ -205,7 +205,7 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
 // checksum and ICRC computed by roce_flows.py) arrives complete, in order per
 // QP, with valid ICRCs.
 TEST_F(PassthroughTest, Ipv6NeighborDiscoveryAndRoceFlowsOverIpv6) {
-  up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
+  up("--rate 100mbit --rtt 20ms --loss 1%");
   const ShellResult ping = exec('a', "ping -6 -c 5 -i 0.2 -q 2001:2:0:2::10");
   ASSERT_EQ(ping.status, 0) << "IPv6 through both gateways: " << ping.out;
   const std::string mac =
@@ -274,7 +274,7 @@ TEST_F(PassthroughTest, MalformedFramesAreCountedAndDroppedWhileTrafficFlows) {
 // flood may take at most its fair share of the link (round-robin over the
 // streams: half) and must not take the send buffer from B.
 TEST_F(PassthroughTest, AFlowStalledByItsReceiverDoesNotSlowAnother) {
-  up("--rate 40mbit --rtt 20ms --cc bbr");
+  up("--rate 40mbit --rtt 20ms");
   const std::string run = "/run/rowan/two-site/";
   for (const char* port : {"5201", "5202", "5203"}) {
     exec('b', std::string("iperf3 -s -D -p ") + port + " --logfile /dev/null --pidfile " + run +
@@ -333,7 +333,7 @@ TEST_F(PassthroughTest, AFlowStalledByItsReceiverDoesNotSlowAnother) {
 }
 
 TEST_F(PassthroughTest, ReloadAndWanFlapKeepFlowsAlive) {
-  up("--rate 50mbit --rtt 20ms --cc bbr");
+  up("--rate 50mbit --rtt 20ms");
   exec('b', "sh -c 'iperf3 -s -1 -D --logfile /dev/null'");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::thread disturb([this] {

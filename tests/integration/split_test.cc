@@ -206,7 +206,7 @@ TEST_F(SplitTest, RequesterIsAckedLocallyAndDataArrivesComplete) {
 }
 
 TEST_F(SplitTest, WanLossStaysBetweenTheGateways) {
-  up("--rate 100mbit --rtt 20ms --loss 1% --cc bbr");
+  up("--rate 100mbit --rtt 20ms --loss 1%");
   const int messages = 40;
   const int per_message = 4;
   const auto [req, rsp] = run_flow(messages, per_message);

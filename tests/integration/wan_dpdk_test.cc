@@ -57,7 +57,7 @@ class WanDpdkTest : public ::testing::Test {
 TEST_F(WanDpdkTest, VerifiedTcpAndUdpThroughLossAndMalformedFramesCounted) {
   const ShellResult up = tb_->up(
       "--mode passthrough --wan-backend dpdk --rate 100mbit "
-      "--rtt 20ms --loss 1% --cc bbr");
+      "--rtt 20ms --loss 1%");
   ASSERT_EQ(up.status, 0) << "two-site up --wan-backend dpdk failed";
   // Each side resolves the other, but a side that learns its peer's MAC from
   // the peer's own request never asks, so only one of them need have replied.

@@ -83,7 +83,7 @@ class Testbed {
     down_ = true;
     return shell(script_ + " down").status == 0;
   }
-  /// two-site up ARGS (e.g. "--mode passthrough --cc bbr --rate 200mbit").
+  /// two-site up ARGS (e.g. "--mode passthrough --rate 200mbit").
   ShellResult up(const std::string& args) {
     down_ = false;
     return shell(script_ + " up " + args);
