@@ -15,8 +15,9 @@ constexpr uint32_t kMinCwndPackets = 4;
 // first round is not a policer).
 constexpr uint64_t kMinHeavyLossPackets = 4;
 constexpr uint32_t kMaxVelocity = 8;
-constexpr uint32_t kTrialCycles = 8;     // model mode tries delay mode every 8 cycles ...
-constexpr uint32_t kMaxTrialFactor = 8;  // ... backing off to every 64 against a buffer-filler
+constexpr uint32_t kMaxHeadroomTargets = 2;  // headroom ≤ 2 targets (and ≤ 1 RTT)
+constexpr uint32_t kTrialCycles = 8;         // model mode tries delay mode every 8 cycles ...
+constexpr uint32_t kMaxTrialFactor = 8;      // ... backing off to every 64 against a buffer-filler
 constexpr uint32_t kExtraAckedWinRounds = 5;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
 constexpr double kPacingMargin = 0.99;  // model mode paces 1 % under bw (BBR)
@@ -47,7 +48,6 @@ Rowan::Config Rowan::parse(const CcParams& p) {
     throw CcParamError("fs_range: must be within [0, 100ms]");
   c.gain_up = p.get_double("gain_up", c.gain_up, 0.01, 4);
   c.gain_down = p.get_double("gain_down", c.gain_down, 0.01, 4);
-  c.max_decrease = p.get_double("max_decrease", c.max_decrease, 0.01, 0.9);
   c.heavy_loss = p.get_double("heavy_loss", c.heavy_loss, 0.01, 1);
   c.loss_cut = p.get_double("loss_cut", c.loss_cut, 0.1, 1);
   c.startup_fraction = p.get_double("startup_fraction", c.startup_fraction, 0.001, 1);
@@ -77,7 +77,6 @@ Rowan::Rowan(const Clock& clock, const PathHints& hints, const Config& config)
                       .scaled(config_.high_gain);
   if (!hints.link_rate.is_zero())
     initial_rate_ = std::max(initial_rate_, hints.link_rate.scaled(config_.startup_fraction));
-  rate_ = initial_rate_;
   round_start_time_ = clock.now();
   set_outputs();
 }
@@ -88,9 +87,7 @@ Duration Rowan::rtt_or_hint() const {
   return hints_.base_rtt.is_zero() ? Duration::from_ms(1) : hints_.base_rtt;
 }
 
-BitsPerSec Rowan::capacity() const {
-  return std::max(hints_.link_rate, std::max(bw_max_.get(), rate_));
-}
+BitsPerSec Rowan::capacity() const { return std::max(hints_.link_rate, rate()); }
 
 BitsPerSec Rowan::floor_rate() const {
   return BitsPerSec::from_bytes_per(kMinCwndPackets * mss_, rtt_or_hint());
@@ -103,7 +100,7 @@ Duration Rowan::target() const {
   // Swift's flow scaling on the share: a flow with a smaller share tolerates
   // a longer queue, so every flow stops moving only at equal shares.
   const double share =
-      c.is_zero() ? 1.0 : std::min(1.0, static_cast<double>(rate_.bps()) / c.bps());
+      c.is_zero() ? 1.0 : std::min(1.0, static_cast<double>(rate().bps()) / c.bps());
   return base + config_.fs_range.scaled(1.0 - std::sqrt(share));
 }
 
@@ -134,7 +131,6 @@ void Rowan::on_idle(TimePoint now) {
 void Rowan::on_rto(TimePoint now) {
   (void)now;
   // Everything in flight is presumed lost: halve what the model believes.
-  rate_ = std::max(BitsPerSec::from_bps(rate_.bps() / 2), floor_rate());
   const BitsPerSec bw = BitsPerSec::from_bps(bw_max_.get().bps() / 2);
   bw_max_.reset(std::max(bw, floor_rate()), rounds_);
   full_bw_ = BitsPerSec::zero();
@@ -152,7 +148,7 @@ void Rowan::on_ack(const AckEvent& ev) {
   round_app_limited_ = round_app_limited_ || ev.rate.is_app_limited;
 
   if (phase_ == Phase::kDrain && ev.in_flight <= bdp(bw_max_.get(), 1.0)) enter_steady(ev.now);
-  if (phase_ == Phase::kSteady && mode_ == Mode::kModel) advance_cycle(ev);
+  if (phase_ == Phase::kSteady) advance_cycle(ev);
   set_outputs();
 }
 
@@ -160,6 +156,8 @@ void Rowan::update_model(const AckEvent& ev) {
   if (!ev.rtt.is_zero()) {
     min_rtt_.update(ev.rtt, ev.now);
     round_min_rtt_ = std::min(round_min_rtt_, ev.rtt);
+    round_rtt_sum_ += ev.rtt;
+    ++round_rtt_n_;
   }
   if (ev.rate.valid() && ev.rate.delivered > 0) {
     const BitsPerSec bw = ev.rate.rate();
@@ -217,7 +215,6 @@ void Rowan::end_round(const AckEvent& ev) {
       // wake-ups and jitter lift the RTT of a startup's few packets per round.
       if (full_bw_count_ >= kFullBwRounds || heavy || (queued && full_bw_count_ >= 1)) {
         phase_ = Phase::kDrain;
-        rate_ = std::max(bw, floor_rate());
       }
       break;
     }
@@ -225,6 +222,7 @@ void Rowan::end_round(const AckEvent& ev) {
       break;
     case Phase::kSteady:
       update_noise();
+      update_spread();
       if (mode_ == Mode::kDelay) {
         delay_round(delivered, heavy);
       } else {
@@ -237,7 +235,22 @@ void Rowan::end_round(const AckEvent& ev) {
   round_acked_pkts_ = 0;
   round_lost_pkts_ = 0;
   round_min_rtt_ = Duration::infinite();
+  round_rtt_sum_ = Duration::zero();
+  round_rtt_n_ = 0;
   round_app_limited_ = false;
+}
+
+void Rowan::update_spread() {
+  // How far the round's mean RTT sits above its least one: the delay that
+  // jitter, late hosts and ACK compression add to the average packet, but
+  // not to all of them, so the standing queue does not contain it. By
+  // Little's law the flow needs bw × (min RTT + this) in flight to deliver
+  // bw. Rounds the flow shapes itself (probes, drains) are left out.
+  const bool own = cycle_idx_ < 2 || draining_ || skip_ > 0;
+  if (own || round_rtt_n_ < 4 || round_min_rtt_.is_infinite()) return;
+  const Duration mean = round_rtt_sum_ / static_cast<int64_t>(round_rtt_n_);
+  const Duration d = mean > round_min_rtt_ ? mean - round_min_rtt_ : Duration::zero();
+  spread_ = spread_ + (d - spread_) / 4;
 }
 
 void Rowan::update_noise() {
@@ -270,7 +283,7 @@ void Rowan::update_noise() {
 
 void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   // A min-RTT drain round, and the round whose samples it shaped, are not
-  // judged: their delivery rate is the drain's, not the path's.
+  // judged: their queue is the drain's, not the path's.
   if (draining_) {
     draining_ = false;
     return;
@@ -279,51 +292,52 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
     --skip_;
     return;
   }
-  // The model bounds how far delay may take the rate within one window of
-  // the delivery-rate filter: at most max_decrease below the most the path
-  // delivered. Among flows the filter itself comes down as they converge;
-  // a spurious delay signal can cost no more before the elasticity test
-  // below takes the flow to model mode.
-  const BitsPerSec bw = bw_max_.get();
-  const BitsPerSec lo = std::max(bw.scaled(1.0 - config_.max_decrease), floor_rate());
   if (heavy) {
-    rate_ = std::max(std::min(rate_, delivered).scaled(config_.loss_cut), lo);
+    // A policer or a broken link: the model itself comes down.
+    const BitsPerSec bw = std::min(bw_max_.get(), delivered).scaled(config_.loss_cut);
+    bw_max_.reset(std::max(bw, floor_rate()), rounds_);
+    headroom_ = Duration::zero();
     pressure_ = 0;
     return;
   }
   if (!queue_valid_) return;
   const Duration t = target();
   const Duration q = queue_;
-  // A delay signal noisier than the target cannot bound the queue: the
-  // starvation result. The model's rate then rules.
-  if (noise_ > t) {
-    enter_mode(Mode::kModel);
-    return;
-  }
-  const Duration b = rtt_or_hint();
-  // The step starts from the rate itself, not from what was delivered: a
-  // late host or an application that offered less delivers less than the
-  // rate without the path being the limit, and anchoring on it would
-  // ratchet the rate down.
-  const BitsPerSec anchor = rate_;
-  const double total = static_cast<double>((b + q).ns());
+  // Delay moves only the headroom: the inflight this flow keeps above the
+  // model's BDP. Noise that looks like a queue can take the headroom to
+  // zero, never the rate below the model (cwnd ≥ BDP + the ACK-aggregation
+  // allowance): it cannot starve the flow. A queue above target that does
+  // not shrink once the headroom is gone is not this flow's to control.
   if (q > t) {
-    if (pressure_ == 0) {
-      pressure_q0_ = q;
-      pressure_rate0_ = rate_;
-    }
+    if (pressure_ == 0) pressure_bw0_ = bw_max_.get();
     ++pressure_;
     low_rounds_ = 0;
     velocity_ = 1;
-    const double cut = std::min(config_.gain_down * static_cast<double>((q - t).ns()) / total,
-                                config_.max_decrease);
-    rate_ = anchor.scaled(1.0 - cut);
-    // Elasticity: a queue that has not shrunk by a quarter while this flow
-    // cut its rate by a quarter over at least `inelastic_rounds` rounds does
-    // not answer to it.
-    if (pressure_ >= config_.inelastic_rounds && q * 4 >= pressure_q0_ * 3 &&
-        rate_ <= pressure_rate0_.scaled(0.75)) {
-      rate_ = std::max(rate_, floor_rate());
+    headroom_ = headroom_ > (q - t).scaled(config_.gain_down)
+                    ? headroom_ - (q - t).scaled(config_.gain_down)
+                    : Duration::zero();
+    // Counted only while the queue is far above what rowan flows keep
+    // (half the min RTT): a rowan flow with a smaller share holds the queue
+    // above this flow's target on purpose (that is how shares converge),
+    // and several flows' noise allowances add up to a few milliseconds; a
+    // loss-based competitor fills the buffer, which is a BDP or more.
+    // A newcomer's startup overshoots for a few rounds and drains; the
+    // count starts over whenever the queue comes down.
+    if (headroom_.is_zero() &&
+        q > std::max((config_.target_queue + config_.fs_range) * 2, rtt_or_hint() / 2)) {
+      ++pressure_at_zero_;
+    } else {
+      pressure_at_zero_ = 0;
+      pressure_bw0_ = bw_max_.get();
+    }
+    // Squeezed: with no headroom left, the queue stayed above target while
+    // the model fell by a quarter. Someone else takes what this flow gives
+    // up without answering to the queue: a buffer-filling competitor. A
+    // queue that is only noise (a delay floor that jitter or a late host
+    // lays under every sample) leaves the delivery rate alone: the flow
+    // stays here, paced at the model with a BDP in flight.
+    if (pressure_at_zero_ >= config_.inelastic_rounds &&
+        bw_max_.get() <= pressure_bw0_.scaled(0.75)) {
       const uint32_t first = config_.probe_rounds * kTrialCycles;
       trial_interval_ = trial_ ? std::min(trial_interval_ * 2, first * kMaxTrialFactor) : first;
       trial_ = false;
@@ -332,6 +346,7 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
     }
   } else {
     pressure_ = 0;
+    pressure_at_zero_ = 0;
     if (trial_) {
       trial_ = false;  // the queue answered: delay mode holds
       trial_interval_ = config_.probe_rounds * kTrialCycles;
@@ -342,21 +357,25 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
       low_rounds_ = 0;
       velocity_ = 1;
     }
-    const double c = static_cast<double>(capacity().bps());
-    const double root = std::sqrt(static_cast<double>(anchor.bps()) * c);
-    const double inc =
-        config_.gain_up * root * velocity_ * static_cast<double>((t - q).ns()) / total;
-    rate_ = BitsPerSec::from_bps(anchor.bps() + static_cast<uint64_t>(inc));
+    headroom_ = std::min(headroom_ + (t - q).scaled(config_.gain_up * velocity_), max_headroom());
   }
-  // ... and never more than twice what the path delivered.
-  if (!bw.is_zero()) rate_ = std::min(rate_, bw.scaled(2.0));
-  rate_ = std::max(rate_, lo);
   // A standing queue of our own would become the min RTT when the window
   // expires: drain for a round when the min RTT is half a window old.
-  if (min_rtt_.best_time() + config_.min_rtt_window / 2 < round_start_time_) {
+  // (The drain counts as a refresh even when it finds the same min RTT, as
+  // BBR's PROBE_RTT does: otherwise a path whose RTT never gets lower than
+  // its min would drain every other round.)
+  if (std::max(min_rtt_.best_time(), last_drain_) + config_.min_rtt_window / 2 <
+      round_start_time_) {
     draining_ = true;
+    last_drain_ = round_start_time_;
     skip_ = 1;
   }
+}
+
+Duration Rowan::max_headroom() const {
+  // Enough for the flow's probes to find a faster path, never more than
+  // the model mode's 2 BDPs.
+  return std::min(target() * kMaxHeadroomTargets, rtt_or_hint());
 }
 
 void Rowan::model_round() {
@@ -398,37 +417,56 @@ void Rowan::enter_mode(Mode m, bool is_switch) {
   model_rounds_ = 0;
   low_rounds_ = 0;
   velocity_ = 1;
+  pressure_at_zero_ = 0;
   if (m == Mode::kDelay) {
-    const BitsPerSec bw = bw_max_.get();
-    rate_ = std::max(bw.is_zero() ? rate_ : bw, floor_rate());
+    headroom_ = target();
     skip_ = 1;
-  } else {
-    // Start cruising at a random phase of the cycle (BBR), not probing.
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 17;
-    rng_ ^= rng_ << 5;
-    cycle_idx_ = 2 + rng_ % std::max<uint32_t>(config_.probe_rounds - 2, 1);
   }
+  // Start cruising at a random phase of the cycle (BBR), not probing.
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 17;
+  rng_ ^= rng_ << 5;
+  cycle_idx_ = 2 + rng_ % std::max<uint32_t>(config_.probe_rounds - 2, 1);
+  probe_extra_ = target();
+  probe_bw0_ = bw_max_.get();
 }
 
 void Rowan::advance_cycle(const AckEvent& ev) {
-  const bool full_length = ev.now - cycle_stamp_ > rtt_or_hint();
+  const Duration rtt = rtt_or_hint();
+  const bool full_length = ev.now - cycle_stamp_ > rtt;
+  const BitsPerSec bw = bw_max_.get();
   bool next = false;
   if (cycle_idx_ == 0) {
-    // Probe until in-flight reaches probe_gain × BDP or there is loss, for
+    // Probe until in-flight reaches the probe's bound or there is loss, for
     // two round trips at most (an app-limited flow never reaches it).
-    const bool too_long = ev.now - cycle_stamp_ > rtt_or_hint() * 2;
-    next = too_long ||
-           (full_length &&
-            (ev.lost_bytes > 0 || ev.prior_in_flight >= bdp(bw_max_.get(), config_.probe_gain)));
+    const Bytes bound = mode_ == Mode::kDelay ? bdp(bw, 1.0) + bw.bytes_in(probe_extra_)
+                                              : bdp(bw, config_.probe_gain);
+    next = ev.now - cycle_stamp_ > rtt * 2 ||
+           (full_length && (ev.lost_bytes > 0 || ev.prior_in_flight >= bound));
   } else if (cycle_idx_ == 1) {
-    next = full_length || ev.prior_in_flight <= bdp(bw_max_.get(), 1.0);
+    next = full_length || ev.prior_in_flight <= bdp(bw, 1.0);
   } else {
     next = full_length;
+    // In delay mode a probe bounds its queue by a small inflight excess, so
+    // it can raise the model by only that much: a probe that found the path
+    // faster probes again at once, with twice the excess (a path that grew,
+    // or a competitor that left, is found in a few rounds, as in startup).
+    if (mode_ == Mode::kDelay && !probe_bw0_.is_zero()) {
+      const double grown = static_cast<double>(probe_extra_.ns()) / (2.0 * rtt.ns());
+      if (bw > probe_bw0_.scaled(1.0 + grown)) {
+        probe_extra_ = std::min(probe_extra_ * 2, rtt / 4);
+        cycle_idx_ = config_.probe_rounds - 1;
+        next = true;
+      }
+    }
   }
   if (next) {
     cycle_idx_ = (cycle_idx_ + 1) % config_.probe_rounds;
     cycle_stamp_ = ev.now;
+    if (cycle_idx_ == 0) {
+      if (probe_bw0_.is_zero() || bw <= probe_bw0_) probe_extra_ = std::max(target(), headroom_);
+      probe_bw0_ = bw;
+    }
   }
 }
 
@@ -450,9 +488,16 @@ void Rowan::set_outputs() {
       break;
     case Phase::kSteady:
       if (mode_ == Mode::kDelay) {
-        pacing_ = draining_ ? rate_.scaled(kDrainGain) : rate_;
-        const Bytes window = rate_.bytes_in(rtt_or_hint() + target());
-        cwnd = static_cast<Bytes>(static_cast<double>(window) * config_.cwnd_gain) + aggr + quanta;
+        // The model's rate and BDP; delay bounds only the headroom above it.
+        const double gain = draining_         ? kDrainGain
+                            : cycle_idx_ == 0 ? config_.probe_gain
+                            : cycle_idx_ == 1 ? 2.0 - config_.probe_gain
+                                              : 1.0;
+        pacing_ = std::max(bw.scaled(gain), floor_rate());
+        const Duration extra = cycle_idx_ == 0 && !draining_ ? probe_extra_ : headroom_;
+        // One quantum of slack, not three: the slack is queue when the
+        // flow probes into a full pipe.
+        cwnd = bw.bytes_in(rtt_or_hint() + spread_ + extra) + aggr + send_quantum();
       } else {
         const double gain = cycle_idx_ == 0   ? config_.probe_gain
                             : cycle_idx_ == 1 ? 2.0 - config_.probe_gain

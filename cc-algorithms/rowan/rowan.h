@@ -48,17 +48,16 @@ class Rowan final : public CongestionController {
   struct Config {
     Duration target_queue = Duration::from_us(250);  ///< delay-mode target of a flow alone
     Duration fs_range = Duration::from_us(500);      ///< extra target for a flow with ~0 share
-    double gain_up = 0.5;       ///< delay-mode increase gain (× √(rate·capacity) × error/RTT)
-    double gain_down = 0.5;     ///< delay-mode decrease gain (× rate × error/RTT)
-    double max_decrease = 0.5;  ///< largest cut per round
-    double heavy_loss = 0.1;    ///< per-round loss ratio treated as congestion
-    double loss_cut = 0.85;     ///< factor on heavy loss
+    double gain_up = 0.5;             ///< headroom growth per round, × (target − queue)
+    double gain_down = 0.5;           ///< headroom cut per round, × (queue − target)
+    double heavy_loss = 0.1;          ///< per-round loss ratio treated as congestion
+    double loss_cut = 0.85;           ///< factor on heavy loss
     double startup_fraction = 0.125;  ///< initial rate / hinted link rate
     double high_gain = 2.885;         ///< startup pacing and cwnd gain (2/ln 2)
     double cwnd_gain = 2.0;           ///< cwnd bound in model BDPs
     double probe_gain = 1.25;         ///< model-mode probing pacing gain
     uint32_t probe_rounds = 8;        ///< model-mode cycle length in rounds (one probes)
-    uint32_t inelastic_rounds = 4;    ///< cutting rounds without a shrinking queue → model mode
+    uint32_t inelastic_rounds = 16;   ///< rounds squeezed by a standing queue → model mode
     uint32_t calm_rounds = 4;         ///< rounds at target in model mode → delay mode
     uint32_t bw_window_rounds = 10;   ///< delivery-rate max filter window
     Duration min_rtt_window = Duration::from_s(10);
@@ -83,8 +82,13 @@ class Rowan final : public CongestionController {
   // Introspection for tests and metrics.
   Phase phase() const { return phase_; }
   Mode mode() const { return mode_; }
-  /// The delay mode's control rate (the pacing rate outside probing).
-  BitsPerSec rate() const { return rate_; }
+  /// The model's rate: what the flow paces at when it neither probes nor
+  /// drains (the windowed-max delivery rate, at least the floor).
+  BitsPerSec rate() const {
+    return std::max(bw_max_.get(), phase_ == Phase::kStartup ? initial_rate_ : floor_rate());
+  }
+  /// Delay mode's inflight allowance above the model's BDP, as time at bw.
+  Duration headroom() const { return headroom_; }
   /// The model: windowed-max delivery rate and windowed-min RTT.
   BitsPerSec bw() const { return bw_max_.get(); }
   Duration min_rtt() const { return min_rtt_.get(); }
@@ -100,12 +104,15 @@ class Rowan final : public CongestionController {
   uint64_t mode_switches() const { return mode_switches_; }
   /// How much the standing queue jumps between rounds (EWMA of |Δ²q|/2).
   Duration delay_noise() const { return noise_; }
+  /// How far the mean RTT of a round sits above its least one (EWMA).
+  Duration rtt_spread() const { return spread_; }
 
  private:
   void update_model(const AckEvent& ev);
   void update_ack_aggregation(const AckEvent& ev);
   void end_round(const AckEvent& ev);
   void update_noise();
+  void update_spread();
   void delay_round(BitsPerSec delivered, bool heavy);
   void model_round();
   void enter_steady(TimePoint now);
@@ -114,13 +121,13 @@ class Rowan final : public CongestionController {
   void set_outputs();
   Bytes bdp(BitsPerSec rate, double gain) const;
   Duration rtt_or_hint() const;
+  Duration max_headroom() const;
   BitsPerSec floor_rate() const;
 
   Config config_;
   Bytes mss_;
   Phase phase_ = Phase::kStartup;
   Mode mode_ = Mode::kDelay;
-  BitsPerSec rate_;    ///< delay mode's control variable
   BitsPerSec pacing_;  ///< output
   Bytes cwnd_;         ///< output
   BitsPerSec initial_rate_;
@@ -134,6 +141,9 @@ class Rowan final : public CongestionController {
   uint64_t round_acked_pkts_ = 0;
   uint64_t round_lost_pkts_ = 0;
   Duration round_min_rtt_ = Duration::infinite();
+  Duration round_rtt_sum_;
+  uint64_t round_rtt_n_ = 0;
+  Duration spread_;  ///< EWMA of the round's mean RTT above its least one
   bool round_app_limited_ = false;
   Duration queue_;
   bool queue_valid_ = false;
@@ -146,12 +156,16 @@ class Rowan final : public CongestionController {
   BitsPerSec full_bw_;
   uint32_t full_bw_count_ = 0;
   // Delay mode: velocity, and the elasticity test.
-  uint32_t low_rounds_ = 0;    ///< consecutive rounds with the queue well below target
-  uint32_t velocity_ = 1;      ///< increase multiplier (doubles while the queue stays low)
-  uint32_t pressure_ = 0;      ///< cutting rounds since the queue was last at target
-  Duration pressure_q0_;       ///< the queue when that run of cuts began
-  BitsPerSec pressure_rate0_;  ///< the rate when that run of cuts began
+  uint32_t low_rounds_ = 0;        ///< consecutive rounds with the queue well below target
+  uint32_t velocity_ = 1;          ///< increase multiplier (doubles while the queue stays low)
+  Duration headroom_;              ///< inflight allowed above the model's BDP (time at bw)
+  uint32_t pressure_ = 0;          ///< rounds above target since the queue was last at it
+  uint32_t pressure_at_zero_ = 0;  ///< ... of them with no headroom left
+  BitsPerSec pressure_bw0_;        ///< the model when that run began
+  Duration probe_extra_;           ///< the delay-mode probe's inflight excess (time at bw)
+  BitsPerSec probe_bw0_;           ///< the model when the last probe began
   bool draining_ = false;
+  TimePoint last_drain_;  ///< when the last min-RTT drain round began
   uint32_t skip_ = 0;  ///< delay-mode rounds not judged (their samples are a drain's or a switch's)
   // Model mode: the probing cycle and the way back.
   uint32_t cycle_idx_ = 0;
