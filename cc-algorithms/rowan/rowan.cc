@@ -20,8 +20,8 @@ constexpr uint32_t kTrialCycles = 8;         // model mode tries delay mode ever
 constexpr uint32_t kMaxTrialFactor = 8;      // ... backing off to every 64 against a buffer-filler
 constexpr uint32_t kExtraAckedWinRounds = 5;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
-constexpr double kPacingMargin = 0.99;  // model mode paces 1 % under bw (BBR)
-constexpr double kDrainGain = 0.5;      // the delay mode's min-RTT drain round
+constexpr double kPacingMargin = 0.99;                   // model mode paces 1 % under bw (BBR)
+constexpr Duration kDrainTime = Duration::from_ms(200);  // min-RTT drain: 200 ms or a round
 constexpr Duration kQuantumTime = Duration::from_us(25);
 constexpr Duration kMaxQuantumTime = Duration::from_ms(1);
 constexpr Bytes kMaxQuantum = 64 * 1024ULL;
@@ -132,7 +132,7 @@ void Rowan::on_rto(TimePoint now) {
   (void)now;
   // Everything in flight is presumed lost: halve what the model believes.
   const BitsPerSec bw = BitsPerSec::from_bps(bw_max_.get().bps() / 2);
-  bw_max_.reset(std::max(bw, floor_rate()), rounds_);
+  bw_max_.reset(std::max(bw, floor_rate()), bw_rounds_);
   full_bw_ = BitsPerSec::zero();
   full_bw_count_ = 0;
   set_outputs();
@@ -149,6 +149,7 @@ void Rowan::on_ack(const AckEvent& ev) {
 
   if (phase_ == Phase::kDrain && ev.in_flight <= bdp(bw_max_.get(), 1.0)) enter_steady(ev.now);
   if (phase_ == Phase::kSteady) advance_cycle(ev);
+  if (draining_ && ev.now >= drain_end_) end_drain(ev.now);
   set_outputs();
 }
 
@@ -162,7 +163,10 @@ void Rowan::update_model(const AckEvent& ev) {
   if (ev.rate.valid() && ev.rate.delivered > 0) {
     const BitsPerSec bw = ev.rate.rate();
     // App-limited samples count only when they raise the estimate (BBR).
-    if (!ev.rate.is_app_limited || bw >= bw_max_.get()) bw_max_.update(bw, rounds_);
+    // The same for the drain's samples, and the filter's round clock stops
+    // while the flow drains (200 ms spans the whole window at a 20 ms RTT).
+    if ((!ev.rate.is_app_limited && !draining_) || bw >= bw_max_.get())
+      bw_max_.update(bw, bw_rounds_);
   }
 }
 
@@ -186,6 +190,7 @@ void Rowan::update_ack_aggregation(const AckEvent& ev) {
 
 void Rowan::end_round(const AckEvent& ev) {
   ++rounds_;
+  if (!draining_) ++bw_rounds_;
   const Duration dur = ev.now - round_start_time_;
   const BitsPerSec delivered =
       dur.ns() > 0 ? BitsPerSec::from_bytes_per(round_acked_, dur) : BitsPerSec::zero();
@@ -223,6 +228,21 @@ void Rowan::end_round(const AckEvent& ev) {
     case Phase::kSteady:
       update_noise();
       update_spread();
+      // A standing queue (this flow's, or a latecomer's whose min RTT
+      // already held the others' queue) would become the min RTT when the
+      // window expires: every half window the flow holds a half BDP in
+      // flight for 200 ms or a round (BBRv2's PROBE_RTT). Flows that see
+      // the lower RTT refresh their min and drain at the same time next
+      // time, so together they find the empty queue. The drain counts as
+      // a refresh even when it finds the same min RTT: otherwise a path
+      // whose RTT never goes below its min would drain every round.
+      if (!draining_ && std::max(min_rtt_.best_time(), last_drain_) + config_.min_rtt_window / 2 <
+                            round_start_time_) {
+        draining_ = true;
+        drain_end_ = ev.now + std::max(kDrainTime, rtt_or_hint());
+        last_drain_ = ev.now;
+      }
+      if (draining_) break;
       if (mode_ == Mode::kDelay) {
         delay_round(delivered, heavy);
       } else {
@@ -282,12 +302,8 @@ void Rowan::update_noise() {
 }
 
 void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
-  // A min-RTT drain round, and the round whose samples it shaped, are not
-  // judged: their queue is the drain's, not the path's.
-  if (draining_) {
-    draining_ = false;
-    return;
-  }
+  // The round after a min-RTT drain is not judged: its queue is the
+  // drain's, not the path's.
   if (skip_ > 0) {
     --skip_;
     return;
@@ -295,7 +311,7 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   if (heavy) {
     // A policer or a broken link: the model itself comes down.
     const BitsPerSec bw = std::min(bw_max_.get(), delivered).scaled(config_.loss_cut);
-    bw_max_.reset(std::max(bw, floor_rate()), rounds_);
+    bw_max_.reset(std::max(bw, floor_rate()), bw_rounds_);
     headroom_ = Duration::zero();
     pressure_ = 0;
     return;
@@ -359,17 +375,6 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
     }
     headroom_ = std::min(headroom_ + (t - q).scaled(config_.gain_up * velocity_), max_headroom());
   }
-  // A standing queue of our own would become the min RTT when the window
-  // expires: drain for a round when the min RTT is half a window old.
-  // (The drain counts as a refresh even when it finds the same min RTT, as
-  // BBR's PROBE_RTT does: otherwise a path whose RTT never gets lower than
-  // its min would drain every other round.)
-  if (std::max(min_rtt_.best_time(), last_drain_) + config_.min_rtt_window / 2 <
-      round_start_time_) {
-    draining_ = true;
-    last_drain_ = round_start_time_;
-    skip_ = 1;
-  }
 }
 
 Duration Rowan::max_headroom() const {
@@ -392,15 +397,20 @@ void Rowan::model_round() {
     calm_ = 0;
   }
   // ... or a trial: other rowan flows in model mode keep the queue up as a
-  // competitor would, so now and then the flow tries delay mode again. Among
-  // rowan flows the queue drains (every one of them cuts) and they stay; a
-  // buffer-filler keeps it and the flow is back here after
-  // `inelastic_rounds`, trying again half as often (at most every
-  // kMaxTrialFactor × the first interval).
+  // competitor would, so now and then the flow tries delay mode again. A
+  // buffer-filler keeps the queue and the flow is squeezed back here,
+  // trying again half as often (at most every kMaxTrialFactor × the first
+  // interval).
   if (++model_rounds_ >= trial_interval_ && noise_ * 2 <= target()) {
     trial_ = true;
     enter_mode(Mode::kDelay);
   }
+}
+
+void Rowan::end_drain(TimePoint now) {
+  draining_ = false;
+  last_drain_ = now;
+  skip_ = 1;  // the next round's samples are the drain's
 }
 
 void Rowan::enter_steady(TimePoint now) {
@@ -489,23 +499,39 @@ void Rowan::set_outputs() {
     case Phase::kSteady:
       if (mode_ == Mode::kDelay) {
         // The model's rate and BDP; delay bounds only the headroom above it.
-        const double gain = draining_         ? kDrainGain
-                            : cycle_idx_ == 0 ? config_.probe_gain
+        const double gain = cycle_idx_ == 0   ? config_.probe_gain
                             : cycle_idx_ == 1 ? 2.0 - config_.probe_gain
                                               : 1.0;
         pacing_ = std::max(bw.scaled(gain), floor_rate());
-        const Duration extra = cycle_idx_ == 0 && !draining_ ? probe_extra_ : headroom_;
+        const Duration extra = cycle_idx_ == 0 ? probe_extra_ : headroom_;
         // One quantum of slack, not three: the slack is queue when the
         // flow probes into a full pipe.
-        cwnd = bw.bytes_in(rtt_or_hint() + spread_ + extra) + aggr + send_quantum();
+        // The slack (spread, aggregation, a quantum) is at most a quarter
+        // of the BDP: a small flow among many sees its ACKs bunched by the
+        // others' packets, and N flows' slack would add up to a standing
+        // queue that no single flow's headroom can take away.
+        const Bytes bdp1 = bdp(bw, 1.0);
+        const Bytes slack = bw.bytes_in(spread_) + aggr + send_quantum();
+        const Bytes up = bw.bytes_in(extra);
+        cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up;
       } else {
         const double gain = cycle_idx_ == 0   ? config_.probe_gain
                             : cycle_idx_ == 1 ? 2.0 - config_.probe_gain
                                               : 1.0;
         pacing_ = std::max(bw.scaled(gain * kPacingMargin), floor_rate());
-        cwnd = bdp(bw, config_.cwnd_gain) + aggr + quanta;
+        // Enough in flight to deliver bw through the queue as it is now
+        // (plus BBR's probing excess), at most cwnd_gain BDPs: the flow
+        // holds its share against a buffer-filler, and among rowan flows it
+        // stops yielding without taking more than its probes find.
+        const Bytes hold =
+            bw.bytes_in(rtt_or_hint() + queue_ + spread_) + bdp(bw, config_.probe_gain - 1.0);
+        cwnd = std::min(hold, bdp(bw, config_.cwnd_gain)) + aggr + quanta;
       }
       break;
+  }
+  if (phase_ == Phase::kSteady && draining_) {
+    pacing_ = std::max(bw, floor_rate());
+    cwnd = bdp(bw, 0.5);
   }
   cwnd_ = std::max<Bytes>(cwnd, kMinCwndPackets * mss_);
 }

@@ -116,6 +116,7 @@ class Rowan final : public CongestionController {
   void delay_round(BitsPerSec delivered, bool heavy);
   void model_round();
   void enter_steady(TimePoint now);
+  void end_drain(TimePoint now);
   void enter_mode(Mode m, bool is_switch = true);
   void advance_cycle(const AckEvent& ev);
   void set_outputs();
@@ -165,7 +166,9 @@ class Rowan final : public CongestionController {
   Duration probe_extra_;           ///< the delay-mode probe's inflight excess (time at bw)
   BitsPerSec probe_bw0_;           ///< the model when the last probe began
   bool draining_ = false;
-  TimePoint last_drain_;  ///< when the last min-RTT drain round began
+  TimePoint last_drain_;  ///< when the last min-RTT drain began (or ended)
+  TimePoint drain_end_;
+  uint64_t bw_rounds_ = 0;  ///< the bw filter's round clock (stops while draining)
   uint32_t skip_ = 0;  ///< delay-mode rounds not judged (their samples are a drain's or a switch's)
   // Model mode: the probing cycle and the way back.
   uint32_t cycle_idx_ = 0;
@@ -185,6 +188,6 @@ class Rowan final : public CongestionController {
 };
 
 // Per-flow state is fixed-size and small (no allocation per flow).
-static_assert(sizeof(Rowan) <= 640, "rowan per-flow state grew");
+static_assert(sizeof(Rowan) <= 704, "rowan per-flow state grew");
 
 }  // namespace rowan::cc
