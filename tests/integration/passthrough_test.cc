@@ -102,6 +102,27 @@ TEST_F(PassthroughTest, PingAndTcpCubicAndBbrAcrossBothGateways) {
   EXPECT_GE(flows.size(), 2u);  // ICMP plus the iperf3 control and data connections
 }
 
+// The CC issue's testbed check: on a lossy, jittery long-haul path, host TCP
+// through passthrough gets at least 0.8 x with the gateways' default
+// congestion control (the flagship) what it gets with their bbr, measured
+// in the same run. A ratio, so that a loaded CI machine does not fail it.
+TEST_F(PassthroughTest, FlagshipCarriesHostTcpAsWellAsBbrOnALossyJitteryPath) {
+  const std::string path = "--rate 100mbit --rtt 20ms --loss 1% --set jitter=1ms";
+  double bps[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    up(path + (i == 0 ? "" : " --cc bbr"));
+    const json j = iperf("-t 8 -O 2");
+    ASSERT_TRUE(j.contains("end")) << (i == 0 ? "flagship" : "bbr");
+    bps[i] = j["end"]["sum_received"]["bits_per_second"].get<double>();
+    ASSERT_TRUE(tb_->down());
+  }
+  RecordProperty("flagship_bps", std::to_string(bps[0]));
+  RecordProperty("bbr_bps", std::to_string(bps[1]));
+  EXPECT_GT(bps[1], 1e6) << "bbr carried almost nothing: the testbed is broken";
+  EXPECT_GE(bps[0], 0.8 * bps[1]) << "flagship " << bps[0] / 1e6 << " Mbit/s, bbr " << bps[1] / 1e6
+                                  << " Mbit/s";
+}
+
 TEST_F(PassthroughTest, WanLossIsInvisibleToTheHosts) {
   up("--rate 100mbit --rtt 20ms --loss 2%");
   const json j = iperf("-u -b 10M -l 1000 -t 4");
