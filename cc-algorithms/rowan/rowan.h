@@ -6,27 +6,28 @@
 //  - The model is BBR's (Cardwell et al. 2016, Linux tcp_bbr.c): the
 //    windowed-max delivery rate `bw` over 10 rounds, the windowed-min RTT
 //    over 10 s, and the ACK-aggregation allowance (`extra_acked`). Startup,
-//    drain, the cwnd bound and the pacing quantum are sized from it.
-//  - Delay bounds the standing queue while the queue answers to us (the
-//    "delay" mode): once per round, the round's least RTT minus the min RTT
-//    is the standing queue `q` (a min over a round is blind to jitter, ACK
-//    compression and late wake-ups that hit only some samples). Above the
-//    per-flow target the rate is cut towards what the path delivered, below
-//    it the rate grows (Swift's flow-scaled target and √ increase: flows
-//    converge to equal shares at a short queue).
-//  - Delay is not the only signal. A queue that does not shrink while the
-//    flow cuts is not this flow's to control: measurement noise the round
-//    minimum does not remove, or a buffer-filling competitor (Arun et al.,
-//    "Starvation in End-to-End Congestion Control", SIGCOMM 2022: a
-//    controller that bounds delay starves when non-congestive delay varies
-//    more than its delay range). The flow then switches to the "model"
-//    mode (Copa's mode switching; the elasticity test of Nimbus in its
-//    simplest form): pace at the model's rate with BBR's probing cycle and a
-//    2-BDP cwnd, which holds a share against loss-based traffic and cannot
-//    starve on noise. It returns to delay mode after a few rounds with the
-//    queue back at target (the competition left, the noise calmed).
+//    drain, the pacing rate and its gain cycle come from it.
+//  - Delay bounds only the inflight above the model's BDP (as BBR.Swift):
+//    once per round, the round's least RTT minus the min RTT is the standing
+//    queue `q`; above the flow's target (Swift's flow-scaled target) it takes
+//    away the headroom, below it the headroom grows back (at most two
+//    targets). cwnd = bw × (min_rtt + RTT spread + headroom) + extra_acked +
+//    one quantum, where the spread (a round's mean RTT above its least)
+//    keeps a BDP delivering through jitter and late hosts. Noise that looks
+//    like a queue can take the headroom but never the rate, so it cannot
+//    starve the flow (Arun et al., "Starvation in End-to-End Congestion
+//    Control", SIGCOMM 2022: a controller whose rate follows delay starves
+//    when non-congestive delay varies more than its delay range).
+//  - A buffer-filling competitor squeezes the flow: the headroom is gone,
+//    the queue stays above half the min RTT and the model falls by a
+//    quarter. The flow then switches to the "model" mode (Copa's mode
+//    switching; Nimbus's elasticity in its simplest form): BBR's cycle with
+//    a cwnd that delivers bw through the queue as it is (at most 2 BDPs),
+//    and back to delay mode once the queue is at target again, or on trial.
+//  - Every half min-RTT window the flow holds half a BDP in flight for 200
+//    ms (BBRv2's PROBE_RTT), so that flows find the empty queue together.
 //  - Random loss is not congestion; a round that loses more than
-//    `heavy_loss` (a policer, a broken link) cuts the rate.
+//    `heavy_loss` (a policer, a broken link) brings the model down.
 //  - PathHints seed the startup rate and the first RTT only: a hint that is
 //    wrong by ±50 % costs at most a slower start, never a capped rate.
 //
