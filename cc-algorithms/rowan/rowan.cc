@@ -24,6 +24,7 @@ constexpr double kPacingMargin = 0.99;                   // model mode paces 1 %
 constexpr Duration kDrainTime = Duration::from_ms(200);  // min-RTT drain: 200 ms or a round
 constexpr Duration kQuantumTime = Duration::from_us(25);
 constexpr Duration kMaxQuantumTime = Duration::from_ms(1);
+constexpr Duration kMaxLateTime = Duration::from_ms(2);  // the quantum may cover this much lateness
 constexpr Bytes kMaxQuantum = 64 * 1024ULL;
 
 ControllerPtr make_rowan(const Clock& clock, const PathHints& hints, const CcParams& params) {
@@ -111,7 +112,13 @@ Bytes Rowan::bdp(BitsPerSec rate, double gain) const {
 Bytes Rowan::send_quantum() const {
   // A burst of min(RTT/16, 1 ms) at the pacing rate, at least 25 µs of it:
   // wake-ups that are late by a few hundred µs must not throttle the rate.
-  const Duration t = std::clamp(rtt_or_hint() / 16, kQuantumTime, kMaxQuantumTime);
+  // The pacer gives a sender that woke late this much credit, so where the
+  // hosts are late by more (twice the RTT spread they cause) the quantum
+  // covers that, up to 2 ms: otherwise late wake-ups send below the pacing
+  // rate, the delivery rate follows, and the model with it.
+  const Duration t =
+      std::clamp(std::max(rtt_or_hint() / 16, std::min(spread_ * 2, kMaxLateTime)), kQuantumTime,
+                 std::max(kMaxQuantumTime, std::min(spread_ * 2, kMaxLateTime)));
   return std::clamp(pacing_.bytes_in(t), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
 }
 
