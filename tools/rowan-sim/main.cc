@@ -1,5 +1,6 @@
 // rowan-sim: the transport and congestion control over a simulated
 // bottleneck. CLI contract: ARCHITECTURE.md, "rowan-sim".
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (list) {
-    for (const auto& n : rowan::cc::Registry::names()) std::printf("%s\n", n.c_str());
+    for (const auto& n : rowan::cc::Registry::names()) fmt::print("{}\n", n);
     return 0;
   }
   try {
@@ -145,30 +146,29 @@ int main(int argc, char** argv) {
     }
     const rowan::sim::Result r = rowan::sim::run(s);
     if (json) {
-      std::printf("%s\n", rowan::sim::to_json(s, r).c_str());
+      fmt::print("{}\n", rowan::sim::to_json(s, r));
     } else {
-      std::printf("cc=%s rate=%.3f Gbit/s rtt=%.3f ms loss=%.4f%% flows=%d duration=%.1f s\n",
-                  s.cc.c_str(), r.capacity_bps * 1e-9, s.rtt.seconds() * 1e3, s.loss * 100, s.flows,
-                  s.duration.seconds());
-      std::printf(
-          "utilization %.4f  goodput %.3f Gbit/s  queue delay p50/p95/p99 %.3f/%.3f/%.3f ms\n",
+      fmt::print("cc={} rate={:.3f} Gbit/s rtt={:.3f} ms loss={:.4f}% flows={} duration={:.1f} s\n",
+                 s.cc, r.capacity_bps * 1e-9, s.rtt.seconds() * 1e3, s.loss * 100, s.flows,
+                 s.duration.seconds());
+      fmt::print(
+          "utilization {:.4f}  goodput {:.3f} Gbit/s  queue delay p50/p95/p99 "
+          "{:.3f}/{:.3f}/{:.3f} ms\n",
           r.utilization, r.goodput_bps * 1e-9, r.queue_delay_p50_s * 1e3, r.queue_delay_p95_s * 1e3,
           r.queue_delay_p99_s * 1e3);
-      std::printf("jain %.4f  retransmit ratio %.5f  tail drops %lu  random drops %lu\n",
-                  r.jain_index, r.retransmit_ratio, static_cast<unsigned long>(r.tail_drops),
-                  static_cast<unsigned long>(r.random_drops));
+      fmt::print("jain {:.4f}  retransmit ratio {:.5f}  tail drops {}  random drops {}\n",
+                 r.jain_index, r.retransmit_ratio, r.tail_drops, r.random_drops);
       for (const auto& f : r.flows)
-        std::printf(
-            "  flow %d %-8s start %.2f s rtt %.1f ms goodput %.3f Gbit/s srtt %.2f ms retx %.5f "
-            "rtos %lu converge %s\n",
-            f.id, f.cc.c_str(), f.start_s, f.rtt_s * 1e3, f.goodput_bps * 1e-9, f.srtt_s * 1e3,
-            f.retransmit_ratio, static_cast<unsigned long>(f.rtos),
-            f.converge_s >= 0 ? (std::to_string(f.converge_s) + " s").c_str() : "never");
-      std::printf("%lu packets, %lu events, %.2f s wall\n", static_cast<unsigned long>(r.packets),
-                  static_cast<unsigned long>(r.events), r.wall_s);
+        fmt::print(
+            "  flow {} {:<8} start {:.2f} s rtt {:.1f} ms goodput {:.3f} Gbit/s srtt {:.2f} ms "
+            "retx {:.5f} rtos {} converge {}\n",
+            f.id, f.cc, f.start_s, f.rtt_s * 1e3, f.goodput_bps * 1e-9, f.srtt_s * 1e3,
+            f.retransmit_ratio, f.rtos,
+            f.converge_s >= 0 ? fmt::format("{:.3f} s", f.converge_s) : std::string("never"));
+      fmt::print("{} packets, {} events, {:.2f} s wall\n", r.packets, r.events, r.wall_s);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rowan-sim: %s\n", e.what());
+    fmt::print(stderr, "rowan-sim: {}\n", e.what());
     return 2;
   }
   return 0;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+
+#include <fmt/format.h>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -185,8 +187,7 @@ class Simulation {
     if (!s.series_path.empty()) {
       series_ = std::fopen(s.series_path.c_str(), "w");
       if (series_ == nullptr) throw std::invalid_argument("cannot write " + s.series_path);
-      std::fprintf(series_,
-                   "time_s,flow,goodput_bps,cwnd_bytes,srtt_s,queue_delay_s,capacity_bps\n");
+      fmt::print(series_, "time_s,flow,goodput_bps,cwnd_bytes,srtt_s,queue_delay_s,capacity_bps\n");
     }
     if (s.verify) scratch_.resize(1 << 16);
   }
@@ -441,9 +442,8 @@ void Simulation::sample() {
     if (f.converge_s < 0 && avg >= 0.9 * fair) f.converge_s = (now - f.start).seconds();
     if (series_ != nullptr) {
       const auto& st = f.snd.conn->stats();
-      std::fprintf(series_, "%.6f,%d,%.0f,%lu,%.6f,%.6f,%lu\n", now.ns() * 1e-9, f.id, bps,
-                   static_cast<unsigned long>(st.cwnd), st.srtt.seconds(), qd,
-                   static_cast<unsigned long>(rate_.bps()));
+      fmt::print(series_, "{:.6f},{},{:.0f},{},{:.6f},{:.6f},{}\n", now.ns() * 1e-9, f.id, bps,
+                 st.cwnd, st.srtt.seconds(), qd, rate_.bps());
     }
   }
   qdelay_sum_interval_ = 0;
