@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Dated bench records (sourced by the bench scripts, not run).
 #
 # Each bench writes into its own folder, bench/results/<bench>/:
