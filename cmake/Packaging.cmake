@@ -45,9 +45,7 @@ install(FILES ${_deploy}/prometheus/prometheus.yml ${_deploy}/prometheus/rowan.r
         DESTINATION ${ROWAN_DATADIR}/prometheus COMPONENT rowand)
 foreach(doc IN ITEMS README.md docs/gateway.md docs/configuration.md docs/telemetry.md
                      docs/deployment.md)
-  if(EXISTS ${PROJECT_SOURCE_DIR}/${doc})
-    install(FILES ${PROJECT_SOURCE_DIR}/${doc} DESTINATION ${ROWAN_DOCDIR} COMPONENT rowand)
-  endif()
+  install(FILES ${PROJECT_SOURCE_DIR}/${doc} DESTINATION ${ROWAN_DOCDIR} COMPONENT rowand)
 endforeach()
 # rowan-sim's own CMakeLists installs it without a component; the tools package
 # takes it from here.

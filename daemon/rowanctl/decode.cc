@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "codec/bytes.h"
+#include "codec/ethertypes.h"
 #include "codec/roce.h"
 
 namespace rowan::ctl {
@@ -24,12 +25,6 @@ constexpr int kDltIpv6 = 229;
 constexpr int kDltLinuxSll = 113;
 constexpr int kDltLinuxSll2 = 276;
 
-std::string ip_text(const roce::IpAddr& a) {
-  char buf[64];
-  roce::format_ip_addr(a, buf, sizeof buf);
-  return buf;
-}
-
 std::string hex32(uint32_t v) { return fmt::format("0x{:08x}", v); }
 
 // Finds the start of the IP packet in a cooked capture; false if not IP.
@@ -38,7 +33,7 @@ bool skip_cooked(int linktype, std::span<const uint8_t>& bytes) {
   if (bytes.size() < hdr) return false;
   const uint16_t proto =
       linktype == kDltLinuxSll ? wire::load_be16(bytes.data() + 14) : wire::load_be16(bytes.data());
-  if (proto != 0x0800 && proto != 0x86DD) return false;
+  if (proto != kEtherTypeIpv4 && proto != kEtherTypeIpv6) return false;
   bytes = bytes.subspan(hdr);
   return true;
 }
@@ -75,8 +70,8 @@ nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype,
     j["error"] = std::string(roce::to_string(e));
     if (p.src.version != 0) {
       j["ip_version"] = p.src.version;
-      j["src"] = ip_text(p.src);
-      j["dst"] = ip_text(p.dst);
+      j["src"] = roce::to_string(p.src);
+      j["dst"] = roce::to_string(p.dst);
     }
     if (e == roce::ParseError::kUnknownOpcode) j["opcode"] = p.bth.opcode;
     return j;
@@ -84,8 +79,8 @@ nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype,
   const roce::OpcodeInfo& info = roce::opcode_info(p.bth.opcode);
   j["ok"] = true;
   j["ip_version"] = p.src.version;
-  j["src"] = ip_text(p.src);
-  j["dst"] = ip_text(p.dst);
+  j["src"] = roce::to_string(p.src);
+  j["dst"] = roce::to_string(p.dst);
   if (p.has_vlan) j["vlan"] = p.vlan_tci & 0x0FFF;
   j["ecn"] = p.ecn();
   j["udp_sport"] = p.udp_sport;

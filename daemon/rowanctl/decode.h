@@ -1,5 +1,5 @@
 // `rowanctl decode FILE.pcap [--json]`: decodes every frame of a capture as
-// RoCEv2 (see ARCHITECTURE.md, "rowanctl decode"). Reads classic pcap and
+// RoCEv2 (see docs/architecture.md, "Interfaces other tools rely on"). Reads classic pcap and
 // pcapng through libpcap; link types Ethernet, raw IP and Linux cooked (SLL,
 // SLL2).
 #pragma once

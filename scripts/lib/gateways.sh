@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # rowand gateways for scripts/two-site (sourced, not run).
 #
 # In --mode passthrough each gateway namespace runs a rowand: its local port is
@@ -12,6 +13,9 @@
 # WAN backend dpdk: the link is a DPDK net_af_packet vdev on wan0 instead of
 # the UDP socket; rowand owns wan0's address (answers ARP, resolves the peer)
 # and the kernel keeps none there.
+#
+# Uses from scripts/two-site: $top, $state_dir, die, in_ns, kill_pid_file.
+# shellcheck disable=SC2154 # state_dir is set by scripts/two-site
 
 # find_rowand: prints the rowand binary (ROWAN_ROWAND, or the build dir).
 find_rowand() {
@@ -84,10 +88,10 @@ gateways_start() {
     ip netns exec "$ns" setsid "$rowand" -c "$cfg" </dev/null >"$state_dir/rowand-$site.log" 2>&1 9>&- &
     echo $! >"$state_dir/rowand-$site.pid"
   done
-  local i ok
+  local _ ok
   for site in a b; do
     ok=0
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
       kill -0 "$(cat "$state_dir/rowand-$site.pid")" 2>/dev/null ||
         die "rowand of site $site exited at start-up: $(tail -n 5 "$state_dir/rowand-$site.log")"
       if "$rowanctl" -s "/run/rowan/$site/control.sock" status >/dev/null 2>&1; then

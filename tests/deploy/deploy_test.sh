@@ -81,7 +81,13 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
   cat "$tmp/cpack.log" >&2
   fail "cpack"
 }
-deb_of() { ls "$tmp"/pkg/"$1"_*.deb 2>/dev/null | head -n 1 || true; }
+deb_of() {
+  local f
+  for f in "$tmp"/pkg/"$1"_*.deb; do
+    [[ -e $f ]] && echo "$f"
+    return 0
+  done
+}
 for p in librowan0 librowan-dev rowand rowan-tools; do
   [[ -n $(deb_of "$p") ]] || fail "cpack made no ${p}_*.deb"
 done
@@ -103,9 +109,10 @@ has librowan0 "./usr/lib/$multiarch/librowan.so.0"
 has librowan-dev "./usr/lib/$multiarch/librowan.so" ./usr/include/rowan/rowan.h \
   "./usr/lib/$multiarch/pkgconfig/rowan.pc" "./usr/lib/$multiarch/cmake/rowan/rowanConfig.cmake"
 has rowan-tools ./usr/bin/rowan-wanem ./usr/bin/rowan-sim ./usr/bin/rowan-perf
-grep -q "librowan.so" "$tmp/librowan0.contents" &&
-  ! grep -q "include/rowan\|librowan.so -> \|pkgconfig" "$tmp/librowan0.contents" ||
+if ! grep -q "librowan.so" "$tmp/librowan0.contents" ||
+  grep -q "include/rowan\|librowan.so -> \|pkgconfig" "$tmp/librowan0.contents"; then
   fail "librowan0 holds development files"
+fi
 dpkg-deb --field "$(deb_of librowan-dev)" Depends | grep -q "librowan0 (= " ||
   fail "librowan-dev does not depend on librowan0"
 dpkg-deb --field "$(deb_of rowan-tools)" Depends | grep -q "librowan0" ||

@@ -1,5 +1,5 @@
 // rowan-sim: the transport and congestion control over a simulated
-// bottleneck. CLI contract: ARCHITECTURE.md, "rowan-sim".
+// bottleneck. CLI contract: docs/rowan-sim.md.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <cstdio>

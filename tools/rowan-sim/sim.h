@@ -104,7 +104,7 @@ struct Result {
 /// Runs `s`; throws std::invalid_argument / cc::CcParamError on a bad scenario.
 Result run(const Scenario& s);
 
-/// The result as the one JSON object of ARCHITECTURE.md's rowan-sim contract.
+/// The result as the one JSON object of the rowan-sim contract (docs/rowan-sim.md).
 std::string to_json(const Scenario& s, const Result& r);
 
 }  // namespace rowan::sim

@@ -14,62 +14,9 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "codec/bytes.h"
+
 namespace rowan::api {
-namespace {
-
-void put_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-}  // namespace
-
-void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]) {
-  std::memset(out, 0, kHandshakeSize);
-  put_u32(out, kHandshakeMagic);
-  out[4] = kHandshakeVersion;
-  out[5] = static_cast<uint8_t>(h.type);
-  put_u16(out + 6, h.data_port);
-  put_u64(out + 8, h.nonce);
-  put_u64(out + 16, h.connection_id);
-  put_u64(out + 24, h.rate_bps);
-  put_u64(out + 32, h.rtt_ns);
-  std::memcpy(out + 40, h.cc, sizeof h.cc - 1);
-  out[63] = h.flags;
-}
-
-bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
-  if (len != kHandshakeSize || get_u32(data) != kHandshakeMagic || data[4] != kHandshakeVersion)
-    return false;
-  if (data[5] < 1 || data[5] > 3) return false;
-  h->type = static_cast<HandshakeType>(data[5]);
-  h->data_port = get_u16(data + 6);
-  h->nonce = get_u64(data + 8);
-  h->connection_id = get_u64(data + 16);
-  h->rate_bps = get_u64(data + 24);
-  h->rtt_ns = get_u64(data + 32);
-  std::memcpy(h->cc, data + 40, sizeof h->cc);
-  h->cc[sizeof h->cc - 1] = '\0';
-  h->flags = data[63];
-  return true;
-}
 
 ChannelParams channel_params(const rowan_channel_options* o) {
   ChannelParams p;
@@ -163,7 +110,7 @@ int rowan_channel::send(const void* buf, size_t len, rowan_send_cb cb, void* use
   m.len = len;
   m.cb = cb;
   m.user = user;
-  for (int i = 0; i < 4; ++i) m.header[i] = static_cast<uint8_t>(len >> (8 * i));
+  rowan::wire::store_le32(m.header, static_cast<uint32_t>(len));
   sends_.push_back(m);
   push_sends(clock_.now());
   return ROWAN_OK;
@@ -222,8 +169,7 @@ int rowan_channel::pull_recvs(TimePoint now) {
       if (got == 0) break;
       rx_header_got_ += got;
       if (rx_header_got_ < api::kMessageHeader) break;
-      rx_len_ = 0;
-      for (int i = 3; i >= 0; --i) rx_len_ = (rx_len_ << 8) | rx_header_[i];
+      rx_len_ = rowan::wire::load_le32(rx_header_);
       rx_got_ = 0;
     }
     if (recvs_.empty()) break;

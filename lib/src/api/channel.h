@@ -3,7 +3,8 @@
 // by transport::Driver over an io::UdpUringIo (the gateway's transport and
 // congestion controllers, no second implementation).
 //
-// Handshake (its own datagrams, before the transport starts):
+// Handshake (its own datagrams, before the transport starts; the codec is
+// channel_handshake.h):
 //   client, from an ephemeral UDP port P:  HELLO{nonce, cc, rate, rtt} -> server listen port
 //   server opens a new socket on port D;   ACCEPT{nonce, connection id, D, rate, rtt} -> P
 //   Both ends size their transport (windows, buffers) from the same rate and
@@ -41,6 +42,7 @@
 #include <utility>
 
 #include "../../include/rowan/rowan.h"
+#include "api/channel_handshake.h"
 #include "base/clock.h"
 #include "crypto/keys.h"
 #include "crypto/secure_io.h"
@@ -50,28 +52,7 @@
 
 namespace rowan::api {
 
-inline constexpr uint32_t kHandshakeMagic = 0x48435752;  // "RWCH" little-endian
-inline constexpr uint8_t kHandshakeVersion = 1;
-inline constexpr size_t kHandshakeSize = 64;
 inline constexpr size_t kMessageHeader = 8;
-inline constexpr uint8_t kHandshakeFlagSecure = 1;
-
-enum class HandshakeType : uint8_t { kHello = 1, kAccept = 2, kReject = 3 };
-
-struct Handshake {
-  HandshakeType type = HandshakeType::kHello;
-  uint64_t nonce = 0;
-  uint64_t connection_id = 0;
-  uint64_t rate_bps = 0;   ///< the transport's BDP basis: rate ...
-  uint64_t rtt_ns = 0;     ///< ... and RTT (HELLO: 0 = the server's default)
-  uint16_t data_port = 0;  ///< ACCEPT: the server's port for the transport
-  uint8_t flags = 0;       ///< kHandshakeFlagSecure
-  char cc[23] = {};
-};
-
-void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]);
-/// False when `data` is not a handshake of our version.
-bool decode_handshake(const uint8_t* data, size_t len, Handshake* h);
 
 /// Defaults applied to a copy of the caller's options.
 struct ChannelParams {

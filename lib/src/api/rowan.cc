@@ -3,37 +3,23 @@
 // detail in a thread-local string for rowan_last_error().
 #include "../../include/rowan/rowan.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
 #include <system_error>
-#include <thread>
 
 #include "api/channel.h"
 #include "api/qp_attrs.h"
+#include "api/status.h"
 #include "api/telemetry.h"
 #include "crypto/keys.h"
 
 namespace {
 
-thread_local std::string t_last_error;
-
-int fail(int status, std::string detail) {
-  t_last_error = std::move(detail);
-  return status;
-}
-
-int ok() {
-  t_last_error.clear();
-  return ROWAN_OK;
-}
+using rowan::api::fail;
+using rowan::api::ok;
 
 // Runs `f` and turns any escaping exception into a status.
 template <typename F>
@@ -51,90 +37,6 @@ int guarded(F&& f) noexcept {
   } catch (...) {
     return fail(ROWAN_ERR_INTERNAL, "unknown exception");
   }
-}
-
-}  // namespace
-
-struct rowan_telemetry {
-  std::string path;
-  mutable std::mutex mu;
-  rowan::api::Snapshot snap;
-  bool have_snapshot = false;
-  int event_fd = -1;
-  std::atomic<uint64_t> updates{0};
-  // Subscription.
-  std::thread thread;
-  std::mutex wait_mu;
-  std::condition_variable wake;
-  bool stop = false;
-  bool subscribed = false;
-};
-
-namespace {
-
-// Field by field (the structs have padding, memcmp would compare it too).
-bool same_path(const rowan_path_info& a, const rowan_path_info& b) {
-  return std::strcmp(a.peer, b.peer) == 0 && std::strcmp(a.endpoint, b.endpoint) == 0 &&
-         std::strcmp(a.cc, b.cc) == 0 && a.state == b.state && a.mode == b.mode &&
-         a.min_rtt_s == b.min_rtt_s && a.srtt_s == b.srtt_s && a.rttvar_s == b.rttvar_s &&
-         a.btlbw_bps == b.btlbw_bps && a.link_rate_bps == b.link_rate_bps &&
-         a.link_rtt_s == b.link_rtt_s && a.pacing_rate_bps == b.pacing_rate_bps &&
-         a.bdp_bytes == b.bdp_bytes && a.cwnd_bytes == b.cwnd_bytes &&
-         a.bytes_in_flight == b.bytes_in_flight && a.loss_rate == b.loss_rate &&
-         a.retransmit_rate == b.retransmit_rate && a.packets_sent == b.packets_sent &&
-         a.lost_packets == b.lost_packets && a.retransmitted_packets == b.retransmitted_packets &&
-         a.delivered_bytes == b.delivered_bytes;
-}
-
-int refresh_locked_out(rowan_telemetry* t, int timeout_ms, bool* changed) {
-  using Json = nlohmann::ordered_json;
-  Json peers;
-  Json links;
-  Json status;
-  std::string err;
-  const int timeout = timeout_ms > 0 ? timeout_ms : 5000;
-  for (auto [cmd, dst] :
-       {std::pair<const char*, Json*>{"peers", &peers}, {"links", &links}, {"status", &status}}) {
-    const int rc = rowan::api::control_query(t->path, cmd, timeout, dst, &err);
-    if (rc != ROWAN_OK) return fail(rc, err);
-  }
-  std::lock_guard lock(t->mu);
-  rowan::api::Snapshot next;
-  try {
-    next = rowan::api::build_snapshot(peers, links, status, t->have_snapshot ? &t->snap : nullptr,
-                                      rowan::api::monotonic_seconds());
-  } catch (const std::runtime_error& e) {
-    return fail(ROWAN_ERR_PROTOCOL, e.what());
-  }
-  bool diff = !t->have_snapshot || next.peers.size() != t->snap.peers.size() ||
-              next.routes.size() != t->snap.routes.size();
-  for (size_t i = 0; !diff && i < next.peers.size(); ++i)
-    diff = !same_path(next.peers[i], t->snap.peers[i]);
-  for (size_t i = 0; !diff && i < next.routes.size(); ++i) {
-    const rowan_route_info& a = next.routes[i];
-    const rowan_route_info& b = t->snap.routes[i];
-    diff = std::strcmp(a.prefix, b.prefix) != 0 || std::strcmp(a.peer, b.peer) != 0 ||
-           a.mode != b.mode;
-  }
-  t->snap = std::move(next);
-  t->have_snapshot = true;
-  *changed = diff;
-  return ok();
-}
-
-void notify(rowan_telemetry* t) {
-  t->updates.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t one = 1;
-  (void)!::write(t->event_fd, &one, sizeof one);
-}
-
-int open_telemetry(std::string path, rowan_telemetry** out) {
-  auto t = std::make_unique<rowan_telemetry>();
-  t->path = std::move(path);
-  t->event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (t->event_fd < 0) return fail(ROWAN_ERR_SYSTEM, std::string("eventfd: ") + strerror(errno));
-  *out = t.release();
-  return ok();
 }
 
 }  // namespace
@@ -190,7 +92,7 @@ const char* rowan_strerror(int status) {
   }
 }
 
-const char* rowan_last_error(void) { return t_last_error.c_str(); }
+const char* rowan_last_error(void) { return rowan::api::t_last_error.c_str(); }
 
 const char* rowan_version(void) { return ROWAN_VERSION_STRING; }
 
@@ -207,29 +109,28 @@ int rowan_telemetry_open(const char* socket_path, rowan_telemetry** out) {
     } else {
       path = "/run/rowan/control.sock";
     }
-    return open_telemetry(std::move(path), out);
+    return rowan::api::telemetry_open(std::move(path), out);
   });
 }
 
 int rowan_telemetry_open_site(const char* site, rowan_telemetry** out) {
   if (out == nullptr || site == nullptr || *site == '\0' || std::strchr(site, '/') != nullptr)
     return fail(ROWAN_ERR_INVALID, "bad site name");
-  return guarded(
-      [&] { return open_telemetry(std::string("/run/rowan/") + site + "/control.sock", out); });
+  return guarded([&] {
+    return rowan::api::telemetry_open(std::string("/run/rowan/") + site + "/control.sock", out);
+  });
 }
 
 void rowan_telemetry_close(rowan_telemetry* t) {
   if (t == nullptr) return;
-  rowan_telemetry_unsubscribe(t);
-  if (t->event_fd >= 0) ::close(t->event_fd);
-  delete t;
+  rowan::api::telemetry_close(t);
 }
 
 int rowan_telemetry_refresh(rowan_telemetry* t, int timeout_ms) {
   if (t == nullptr) return fail(ROWAN_ERR_INVALID, "telemetry handle is NULL");
   return guarded([&] {
     bool changed = false;
-    return refresh_locked_out(t, timeout_ms, &changed);
+    return rowan::api::telemetry_refresh(t, timeout_ms, &changed);
   });
 }
 
@@ -296,46 +197,19 @@ int rowan_telemetry_subscribe(rowan_telemetry* t, uint32_t interval_ms, rowan_te
                               void* user) {
   if (t == nullptr || interval_ms < 10) return fail(ROWAN_ERR_INVALID, "interval_ms < 10");
   if (t->subscribed) return fail(ROWAN_ERR_INVALID, "already subscribed");
-  return guarded([&] {
-    t->stop = false;
-    t->subscribed = true;
-    t->thread = std::thread([t, interval_ms, cb, user] {
-      std::unique_lock lock(t->wait_mu);
-      while (!t->stop) {
-        lock.unlock();
-        bool changed = false;
-        const int rc =
-            refresh_locked_out(t, static_cast<int>(std::max(interval_ms, 1000u)), &changed);
-        if (rc != ROWAN_OK || changed) {
-          notify(t);
-          if (cb != nullptr) cb(t, rc, user);
-        }
-        lock.lock();
-        t->wake.wait_for(lock, std::chrono::milliseconds(interval_ms), [t] { return t->stop; });
-      }
-    });
-    return ok();
-  });
+  return guarded([&] { return rowan::api::telemetry_subscribe(t, interval_ms, cb, user); });
 }
 
 void rowan_telemetry_unsubscribe(rowan_telemetry* t) {
-  if (t == nullptr || !t->subscribed) return;
-  {
-    std::lock_guard lock(t->wait_mu);
-    t->stop = true;
-  }
-  t->wake.notify_all();
-  if (t->thread.joinable()) t->thread.join();
-  t->subscribed = false;
+  if (t == nullptr) return;
+  rowan::api::telemetry_unsubscribe(t);
 }
 
 int rowan_telemetry_fd(const rowan_telemetry* t) { return t == nullptr ? -1 : t->event_fd; }
 
 uint64_t rowan_telemetry_consume(rowan_telemetry* t) {
   if (t == nullptr) return 0;
-  uint64_t v = 0;
-  (void)!::read(t->event_fd, &v, sizeof v);
-  return v;
+  return rowan::api::telemetry_consume(t);
 }
 
 // ---- QP attributes ----------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,9 +12,11 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <stdexcept>
 
 #include "api/qp_attrs.h"
+#include "api/status.h"
 
 namespace rowan::api {
 namespace {
@@ -312,6 +315,125 @@ int control_query(const std::string& socket_path, const std::string& cmd, int ti
   }
   *result = reply.value("result", Json::object());
   return ROWAN_OK;
+}
+
+// ---- The telemetry client ---------------------------------------------------
+
+namespace {
+
+// Field by field (the structs have padding, memcmp would compare it too).
+bool same_path(const rowan_path_info& a, const rowan_path_info& b) {
+  return std::strcmp(a.peer, b.peer) == 0 && std::strcmp(a.endpoint, b.endpoint) == 0 &&
+         std::strcmp(a.cc, b.cc) == 0 && a.state == b.state && a.mode == b.mode &&
+         a.min_rtt_s == b.min_rtt_s && a.srtt_s == b.srtt_s && a.rttvar_s == b.rttvar_s &&
+         a.btlbw_bps == b.btlbw_bps && a.link_rate_bps == b.link_rate_bps &&
+         a.link_rtt_s == b.link_rtt_s && a.pacing_rate_bps == b.pacing_rate_bps &&
+         a.bdp_bytes == b.bdp_bytes && a.cwnd_bytes == b.cwnd_bytes &&
+         a.bytes_in_flight == b.bytes_in_flight && a.loss_rate == b.loss_rate &&
+         a.retransmit_rate == b.retransmit_rate && a.packets_sent == b.packets_sent &&
+         a.lost_packets == b.lost_packets && a.retransmitted_packets == b.retransmitted_packets &&
+         a.delivered_bytes == b.delivered_bytes;
+}
+
+}  // namespace
+
+int telemetry_refresh(rowan_telemetry* t, int timeout_ms, bool* changed) {
+  using Json = nlohmann::ordered_json;
+  Json peers;
+  Json links;
+  Json status;
+  std::string err;
+  const int timeout = timeout_ms > 0 ? timeout_ms : 5000;
+  for (auto [cmd, dst] :
+       {std::pair<const char*, Json*>{"peers", &peers}, {"links", &links}, {"status", &status}}) {
+    const int rc = control_query(t->path, cmd, timeout, dst, &err);
+    if (rc != ROWAN_OK) return fail(rc, err);
+  }
+  std::lock_guard lock(t->mu);
+  Snapshot next;
+  try {
+    next = build_snapshot(peers, links, status, t->have_snapshot ? &t->snap : nullptr,
+                          monotonic_seconds());
+  } catch (const std::runtime_error& e) {
+    return fail(ROWAN_ERR_PROTOCOL, e.what());
+  }
+  bool diff = !t->have_snapshot || next.peers.size() != t->snap.peers.size() ||
+              next.routes.size() != t->snap.routes.size();
+  for (size_t i = 0; !diff && i < next.peers.size(); ++i)
+    diff = !same_path(next.peers[i], t->snap.peers[i]);
+  for (size_t i = 0; !diff && i < next.routes.size(); ++i) {
+    const rowan_route_info& a = next.routes[i];
+    const rowan_route_info& b = t->snap.routes[i];
+    diff = std::strcmp(a.prefix, b.prefix) != 0 || std::strcmp(a.peer, b.peer) != 0 ||
+           a.mode != b.mode;
+  }
+  t->snap = std::move(next);
+  t->have_snapshot = true;
+  *changed = diff;
+  return ok();
+}
+
+namespace {
+
+void notify(rowan_telemetry* t) {
+  t->updates.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t one = 1;
+  (void)!::write(t->event_fd, &one, sizeof one);
+}
+
+}  // namespace
+
+int telemetry_open(std::string path, rowan_telemetry** out) {
+  auto t = std::make_unique<rowan_telemetry>();
+  t->path = std::move(path);
+  t->event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (t->event_fd < 0) return fail(ROWAN_ERR_SYSTEM, std::string("eventfd: ") + strerror(errno));
+  *out = t.release();
+  return ok();
+}
+
+void telemetry_close(rowan_telemetry* t) {
+  telemetry_unsubscribe(t);
+  if (t->event_fd >= 0) ::close(t->event_fd);
+  delete t;
+}
+
+int telemetry_subscribe(rowan_telemetry* t, uint32_t interval_ms, rowan_telemetry_cb cb,
+                        void* user) {
+  t->stop = false;
+  t->subscribed = true;
+  t->thread = std::thread([t, interval_ms, cb, user] {
+    std::unique_lock lock(t->wait_mu);
+    while (!t->stop) {
+      lock.unlock();
+      bool changed = false;
+      const int rc = telemetry_refresh(t, static_cast<int>(std::max(interval_ms, 1000u)), &changed);
+      if (rc != ROWAN_OK || changed) {
+        notify(t);
+        if (cb != nullptr) cb(t, rc, user);
+      }
+      lock.lock();
+      t->wake.wait_for(lock, std::chrono::milliseconds(interval_ms), [t] { return t->stop; });
+    }
+  });
+  return ok();
+}
+
+void telemetry_unsubscribe(rowan_telemetry* t) {
+  if (!t->subscribed) return;
+  {
+    std::lock_guard lock(t->wait_mu);
+    t->stop = true;
+  }
+  t->wake.notify_all();
+  if (t->thread.joinable()) t->thread.join();
+  t->subscribed = false;
+}
+
+uint64_t telemetry_consume(rowan_telemetry* t) {
+  uint64_t v = 0;
+  (void)!::read(t->event_fd, &v, sizeof v);
+  return v;
 }
 
 }  // namespace rowan::api

@@ -1,12 +1,19 @@
 // Path telemetry: a snapshot of the local rowand's peers and routes, built
 // from its control socket's `peers`, `links` and `status` replies (see
 // daemon/rowand/control.h for the protocol). Shared by librowan and
-// `rowanctl qp-attrs`.
+// `rowanctl qp-attrs`. Below them, the telemetry client behind the C API's
+// rowan_telemetry handle (rowan.cc is the shim over it).
 //
-// Threading: the functions are reentrant; a Snapshot is a plain value.
+// Threading: the snapshot functions are reentrant; a Snapshot is a plain
+// value. The client's are described at rowan_telemetry.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,5 +63,48 @@ int control_query(const std::string& socket_path, const std::string& cmd, int ti
 
 /// Monotonic seconds.
 double monotonic_seconds();
+
+}  // namespace rowan::api
+
+/// The telemetry client (the C API's opaque handle): the newest snapshot of
+/// one rowand's control socket, refreshed on demand or by a subscription
+/// thread. `mu` guards `snap` and `have_snapshot` (the accessors may run on
+/// any thread while the subscription refreshes); `wait_mu` and `wake` stop
+/// the subscription thread; `event_fd` counts updates for poll()ing callers.
+struct rowan_telemetry {
+  std::string path;
+  mutable std::mutex mu;
+  rowan::api::Snapshot snap;
+  bool have_snapshot = false;
+  int event_fd = -1;
+  std::atomic<uint64_t> updates{0};
+  // Subscription.
+  std::thread thread;
+  std::mutex wait_mu;
+  std::condition_variable wake;
+  bool stop = false;
+  bool subscribed = false;
+};
+
+namespace rowan::api {
+
+// The client's operations. Each returns a rowan_status and records the
+// detail of a failure for rowan_last_error() (api/status.h).
+
+/// A client of the control socket at `path` (nothing is asked yet).
+int telemetry_open(std::string path, rowan_telemetry** out);
+/// Stops the subscription, closes the event fd and frees the client.
+void telemetry_close(rowan_telemetry* t);
+/// Asks rowand for peers, links and status and replaces the snapshot;
+/// `changed` says whether any peer's or route's values differ.
+int telemetry_refresh(rowan_telemetry* t, int timeout_ms, bool* changed);
+/// Starts a thread that refreshes every `interval_ms` and, on a change or a
+/// failure, counts an update on the event fd and calls `cb` (on that thread).
+int telemetry_subscribe(rowan_telemetry* t, uint32_t interval_ms, rowan_telemetry_cb cb,
+                        void* user);
+/// Stops the subscription thread (no-op without one); joins it.
+void telemetry_unsubscribe(rowan_telemetry* t);
+/// Reads and resets the event fd's count of updates.
+uint64_t telemetry_consume(rowan_telemetry* t);
 
 }  // namespace rowan::api

@@ -1,11 +1,11 @@
 #include "codec/roce.h"
 
-#include <arpa/inet.h>
 #include <zlib.h>
 
 #include <cstring>
 
 #include "codec/bytes.h"
+#include "codec/ethertypes.h"
 
 namespace rowan::roce {
 namespace {
@@ -19,9 +19,6 @@ using wire::store_be24;
 using wire::store_be32;
 using wire::store_be64;
 
-constexpr uint16_t kEthTypeIpv4 = 0x0800;
-constexpr uint16_t kEthTypeIpv6 = 0x86DD;
-constexpr uint16_t kEthTypeVlan = 0x8100;
 constexpr uint8_t kIpProtoUdp = 17;
 
 constexpr uint16_t ext_len_of(uint16_t mask) {
@@ -305,16 +302,16 @@ ParseError parse_ethernet(std::span<const uint8_t> frame, RocePacket& out) noexc
   if (len < kEthHeaderLen) return ParseError::kTruncatedEthernet;
   uint16_t type = load_be16(d + 12);
   uint32_t l3 = kEthHeaderLen;
-  if (type == kEthTypeVlan) {
+  if (type == kEtherTypeVlan) {
     if (len < kEthHeaderLen + kVlanTagLen) return ParseError::kTruncatedVlan;
     out.has_vlan = true;
     out.vlan_tci = load_be16(d + 14);
     type = load_be16(d + 16);
     l3 += kVlanTagLen;
   }
-  if (type != kEthTypeIpv4 && type != kEthTypeIpv6) return ParseError::kNotIp;
+  if (type != kEtherTypeIpv4 && type != kEtherTypeIpv6) return ParseError::kNotIp;
   const ParseError e = parse_l3(d, len, l3, out);
-  if (e == ParseError::kOk && ((type == kEthTypeIpv4) != (out.src.version == 4))) {
+  if (e == ParseError::kOk && ((type == kEtherTypeIpv4) != (out.src.version == 4))) {
     return ParseError::kBadIpVersion;
   }
   return e;
@@ -390,11 +387,11 @@ size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
     std::memcpy(d + 6, s.src_mac.data(), 6);
     size_t o = 12;
     if (s.with_vlan) {
-      store_be16(d + o, kEthTypeVlan);
+      store_be16(d + o, kEtherTypeVlan);
       store_be16(d + o + 2, s.vlan_tci);
       o += 4;
     }
-    store_be16(d + o, v4 ? kEthTypeIpv4 : kEthTypeIpv6);
+    store_be16(d + o, v4 ? kEtherTypeIpv4 : kEtherTypeIpv6);
   }
   uint8_t* ip = d + l2;
   if (v4) {
@@ -497,31 +494,6 @@ size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
     store_be16(udp + 6, c == 0 ? 0xFFFF : c);
   }
   return total;
-}
-
-IpAddr parse_ip_addr(std::string_view text) {
-  IpAddr a;
-  char tmp[64];
-  if (text.size() >= sizeof tmp) return a;
-  std::memcpy(tmp, text.data(), text.size());
-  tmp[text.size()] = '\0';
-  if (inet_pton(AF_INET, tmp, a.bytes.data()) == 1) {
-    a.version = 4;
-  } else if (inet_pton(AF_INET6, tmp, a.bytes.data()) == 1) {
-    a.version = 6;
-  }
-  return a;
-}
-
-size_t format_ip_addr(const IpAddr& a, char* out, size_t cap) {
-  if (cap == 0) return 0;
-  out[0] = '\0';
-  if (a.version != 4 && a.version != 6) return 0;
-  if (inet_ntop(a.version == 4 ? AF_INET : AF_INET6, a.bytes.data(), out,
-                static_cast<socklen_t>(cap)) == nullptr) {
-    return 0;
-  }
-  return std::strlen(out);
 }
 
 }  // namespace rowan::roce

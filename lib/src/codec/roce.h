@@ -16,6 +16,8 @@
 #include <span>
 #include <string_view>
 
+#include "codec/ip_addr.h"
+
 namespace rowan::roce {
 
 inline constexpr uint16_t kRoceV2Port = 4791;
@@ -200,12 +202,6 @@ enum class ParseError : uint8_t {
 /// A stable, human-readable reason ("IPv4 options present", ...).
 std::string_view to_string(ParseError e);
 
-struct IpAddr {
-  uint8_t version = 0;              ///< 4 or 6
-  std::array<uint8_t, 16> bytes{};  ///< IPv4 in the first 4 bytes
-  bool operator==(const IpAddr&) const = default;
-};
-
 /// A parsed RoCEv2 packet: offsets into the caller's buffer plus the decoded
 /// headers. Valid only while that buffer is.
 struct RocePacket {
@@ -289,10 +285,5 @@ struct FrameSpec {
 /// with IP checksum, UDP length (and the IPv6 UDP checksum) and ICRC.
 /// Returns its length, or 0 when `buf` is too small or the opcode invalid.
 size_t build(const FrameSpec& spec, std::span<uint8_t> buf) noexcept;
-
-/// Returns an IpAddr for dotted IPv4 or colon IPv6 text; version 0 if invalid.
-IpAddr parse_ip_addr(std::string_view text);
-/// Writes the textual form into `out` (at least 46 bytes); returns its length.
-size_t format_ip_addr(const IpAddr& a, char* out, size_t cap);
 
 }  // namespace rowan::roce

@@ -1,7 +1,9 @@
 // Packet I/O: burst send and receive of whole datagrams.
 //
-// Backends: an in-memory loopback for tests (loopback.h); later a DPDK port
-// and an io_uring UDP socket. The transport never sees which one it runs on.
+// Backends: an in-memory loopback for tests (loopback.h), an io_uring UDP
+// socket (udp_uring.h), the DPDK WAN port (daemon/rowand/dpdk_wan_io.h) and
+// the link-security wrapper around any of them (lib/src/crypto/secure_io.h).
+// The transport never sees which one it runs on.
 //
 // Buffers are owned by the caller: `send_burst` copies (or hands to the NIC)
 // the bytes it accepts before returning, `recv_burst` fills caller-provided

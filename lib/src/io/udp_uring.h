@@ -36,7 +36,7 @@ struct UdpUringOptions {
   /// in the socket's wait queue, and every sent datagram's free (sock_wfree)
   /// walks that queue with interrupts off: 256 posted receives made it 29 %
   /// of a passthrough gateway's CPU and capped its WAN sender at ~110 Mbit/s
-  /// (bench/results/pt-udp-ceiling.md). One burst's worth is enough: the
+  /// (bench/results/pt-udp-ceiling/latest.md). One burst's worth is enough: the
   /// socket buffer holds the rest until the next reap re-posts them.
   uint32_t rx_slots = 32;
   uint32_t tx_slots = 256;      ///< sends in flight at most

@@ -65,7 +65,8 @@ struct TransportConfig {
   bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried
 };
 
-/// Counters and gauges of a connection (exported as metrics later).
+/// Counters and gauges of a connection: rowand exports them per peer
+/// (daemon/rowand/gateway_metrics.cc), librowan per channel (rowan_channel_stats_get).
 struct ConnStats {
   Duration srtt, min_rtt, rttvar, latest_rtt;
   Bytes cwnd = 0;

@@ -4,16 +4,17 @@
 //
 //   header: version u8 | flags u8 | reserved u16 (0) | connection id u64 |
 //           packet number u64                                   (big-endian)
-//   flags:  bit 7 PROTECTED (frames encrypted, tag = AEAD tag; later issue)
-//           bit 6 KEY_PHASE (reserved for key updates)
+//   flags:  bit 7 PROTECTED (reserved; a datagram with it set is dropped)
+//           bit 6 KEY_PHASE (reserved)
 //           bit 5 ELIDED (simulator only: STREAM data bytes left out)
 //           bits 0-3 packet type (0 = data)
 //   tag:    PROTECTED clear: CRC-32C of header+frames in bytes 0..3, rest 0
 //           (or all zero when the integrity check is off).
 //
-// The header is the AEAD's additional data and the packet number (unique for
-// the connection's life) is the nonce material, so turning on AES-256-GCM
-// needs no format change: only PROTECTED is set and the tag carries the MAC.
+// Encryption is below the transport: lib/src/crypto's SecureIo wraps each
+// whole datagram in its own AEAD record, so PROTECTED is never set here. An
+// AEAD inside the transport would need no format change (the header as
+// additional data, the packet number as nonce material, the tag slot).
 //
 // All readers are bounds-checked and return false on anything malformed.
 #pragma once

@@ -344,18 +344,5 @@ TEST(Build, RejectsInvalidOpcodeAndSmallBuffer) {
   EXPECT_EQ(build(s, buf), 0u);
 }
 
-TEST(Addr, ParseAndFormat) {
-  char buf[64];
-  IpAddr a = parse_ip_addr("198.18.0.1");
-  EXPECT_EQ(a.version, 4);
-  format_ip_addr(a, buf, sizeof buf);
-  EXPECT_STREQ(buf, "198.18.0.1");
-  a = parse_ip_addr("2001:2::1");
-  EXPECT_EQ(a.version, 6);
-  format_ip_addr(a, buf, sizeof buf);
-  EXPECT_STREQ(buf, "2001:2::1");
-  EXPECT_EQ(parse_ip_addr("nope").version, 0);
-}
-
 }  // namespace
 }  // namespace rowan::roce

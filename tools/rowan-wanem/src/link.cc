@@ -2,14 +2,12 @@
 
 #include <algorithm>
 
+#include "codec/ethertypes.h"
+
 namespace rowan::wanem {
 namespace {
 
 constexpr uint32_t kEthHeader = 14;
-constexpr uint16_t kEtherTypeIpv4 = 0x0800;
-constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
-constexpr uint16_t kEtherTypeVlan = 0x8100;
-constexpr uint16_t kEtherTypeQinQ = 0x88A8;
 
 uint16_t load16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 void store16(uint8_t* p, uint16_t v) {
