@@ -367,7 +367,9 @@ void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
 
 // The peer restarted (its handshake carries a new incarnation): its transport
 // state is gone, so ours goes too and both start from scratch. What was in
-// flight is lost; the hosts' own transports retransmit it. Rare: allocates.
+// flight is lost; the hosts' own transports retransmit it (passthrough), and
+// split flows through the peer are failed (SplitEngine::on_peer_restart).
+// Rare: allocates.
 void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
   peer.peer_restarts_seen = peer.secure->secure_stats().peer_restarts;
   try {
@@ -390,6 +392,8 @@ void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
   }
   peer.last_rx_packets = 0;
   ++peer.transport_resets;
+  // Split flows through it lost what it held: their hosts' QPs are failed.
+  split_->on_peer_restart(&peer, idx, now);
 }
 
 bool Gateway::poll(TimePoint now) noexcept {

@@ -28,6 +28,10 @@ constexpr uint32_t kEgressSlots = 1024;
 // estimate then takes over; its floor stays RequesterConfig::rto).
 constexpr Duration kEgressInitialRto = Duration::from_ms(50);
 constexpr uint16_t kDefaultSport = 0xC000;
+// A peer restart fails flows with Remote Operational Error: the data the
+// dead gateway held is gone, nothing the requester did was wrong.
+constexpr uint8_t kRestartSyndrome = split::syndrome::nak(roce::NakCode::kRemoteOperationalError);
+constexpr uint32_t kPoisonBurst = 64;  // QP-failing requests per poll (the TX queue is shared)
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
 constexpr uint8_t kCmRemoteSplit = 0x02;  // the peer gateway said its route is split
@@ -285,6 +289,10 @@ bool SplitEngine::ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePac
 
 bool SplitEngine::egress_from_responder(SplitFlow& sf, const roce::RocePacket& p,
                                         TimePoint now) noexcept {
+  if (sf.dead) {  // the answers to the poison, or to what came before it
+    ++stats_.dead_dropped;
+    return true;
+  }
   split::Requester& rq = *sf.requester;
   sf.last_active = now;
   learn_pmtu(sf, p);
@@ -388,6 +396,10 @@ void SplitEngine::track_ack(const roce::RocePacket& p) noexcept {
 bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
                                       uint32_t len, TimePoint now) noexcept {
   const uint8_t op = p.bth.opcode;
+  if (sf.dead) {  // the remote host's answers to what the dead gateway held, or to the poison
+    ++stats_.dead_dropped;
+    return true;
+  }
   if (op == roce::op::kRcAck) {
     const roce::AethKind kind = p.aeth.kind();
     if (kind == roce::AethKind::kNak &&
@@ -423,7 +435,7 @@ bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const
   sf.last_active = now;
   split::Requester& rq = *sf.requester;
   if (rq.failed()) {
-    ++stats_.requests_dropped;
+    ++(sf.dead ? stats_.dead_dropped : stats_.requests_dropped);
     return true;
   }
   if (sf.xlate) return egress_translated(sf, p, now);
@@ -477,6 +489,7 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   if (SplitFlow* old = find(fwd, false); old != nullptr) {  // the ingress started over
     if (old->role == Role::kTracking) --tracking_;
     if (old->stalled) --stalled_;
+    if (old->poison_left > 0) --poisoning_;
     old->requester.reset();
     *old = SplitFlow{};
     --used_;
@@ -622,6 +635,83 @@ void SplitEngine::report_failure(SplitFlow& sf, TimePoint now) noexcept {
 }
 
 // ---------------------------------------------------------------------------
+// A peer gateway restarted
+
+void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
+                                  TimePoint now) noexcept {
+  ++stats_.peer_restarts;
+  for (SplitFlow& sf : active()) {
+    if (sf.dead) continue;
+    if (sf.role == Role::kIngress && sf.local_peer == peer_idx) {
+      // The peer's egress held (or had on the way) requests we acknowledged.
+      split::Reply r;
+      sf.responder.fail_now(kRestartSyndrome, r);
+      if (r.send) ++stats_.restart_naks;
+      send_reply(sf, r, now);
+      // The remote responder host got some prefix of them: its expected PSN
+      // is at most ours and, unless the dead gateway held more than
+      // kPoisonSpan packets, at least kPoisonSpan before it.
+      const uint32_t expected = sf.responder.expected_psn();
+      const int32_t since_base = roce::psn_diff(expected, sf.responder.base_psn());
+      const uint32_t span =
+          std::min<uint32_t>(since_base > 0 ? static_cast<uint32_t>(since_base) : 0, kPoisonSpan);
+      sf.poison_wan = true;
+      sf.poison_psn = psn_add(expected, -static_cast<int32_t>(span));
+      sf.poison_left = span + 1;
+    } else if (sf.role == Role::kEgress && sf.peer == peer) {
+      // The peer's ingress acknowledged requests we never got: a hole at
+      // next_psn(). The local responder expects a PSN in the window.
+      split::Requester& rq = *sf.requester;
+      rq.abandon(kRestartSyndrome);
+      sf.poison_wan = false;
+      sf.poison_psn = rq.oldest_psn();
+      sf.poison_left = static_cast<uint32_t>(roce::psn_diff(rq.next_psn(), rq.oldest_psn())) + 1;
+      if (sf.stalled) {
+        sf.stalled = false;
+        --stalled_;
+      }
+    } else {
+      continue;  // tracking flows are passthrough: end to end already
+    }
+    sf.dead = true;
+    ++poisoning_;
+    ++stats_.restart_failed;
+    send_poison(sf, now);
+  }
+  if (held_n_ > 0) release_held(now);  // DREQs waiting for a flow that failed
+}
+
+void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
+  roce::FrameSpec s;
+  s.with_eth = false;
+  s.src = sf.fwd.src;  // as the requester host would send it
+  s.dst = sf.fwd.dst;
+  s.udp_sport = sf.udp_sport;
+  s.bth.opcode = roce::op::kRcWriteOnly;
+  s.bth.dest_qp = sf.fwd.qp;
+  s.reth.va = 0;
+  s.reth.rkey = 0;
+  s.reth.dma_len = 1;  // and no payload: a length error even where R_Key 0 were valid
+  for (uint32_t i = 0; i < kPoisonBurst && sf.poison_left > 0; ++i) {
+    s.bth.psn = sf.poison_psn;
+    const size_t n = roce::build(s, frame_);
+    if (n == 0) {
+      sf.poison_left = 0;
+      break;
+    }
+    if (sf.poison_wan) {
+      if (!io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now)) return;  // no room
+    } else {
+      io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+    }
+    ++stats_.poison_sent;
+    sf.poison_psn = psn_add(sf.poison_psn, 1);
+    --sf.poison_left;
+  }
+  if (sf.poison_left == 0) --poisoning_;
+}
+
+// ---------------------------------------------------------------------------
 // Timers, back-pressure, housekeeping
 
 bool SplitEngine::egress_full(const SplitFlow& sf) noexcept {
@@ -669,6 +759,10 @@ void SplitEngine::poll(TimePoint now) noexcept {
   if (held_n_ > 0) release_held(now);
   if (used_ == 0) return;
   for (SplitFlow& sf : active()) {
+    if (sf.dead) {
+      if (sf.poison_left > 0) send_poison(sf, now);
+      continue;
+    }
     if (sf.role == Role::kIngress) {
       if (sf.responder.next_timeout() > now) continue;
       sf.responder.set_short_of_room(io_.short_of_room(sf.local_peer, window_bytes(sf)));
@@ -694,7 +788,9 @@ TimePoint SplitEngine::next_timeout() const noexcept {
     }
   }
   if (used_ == 0) return t;
+  if (poisoning_ > 0) return TimePoint::zero();
   for (const SplitFlow& sf : active()) {
+    if (sf.dead) continue;
     if (sf.role == Role::kIngress) t = std::min(t, sf.responder.next_timeout());
     if (sf.role == Role::kEgress) t = std::min(t, sf.requester->next_timeout());
   }
@@ -705,6 +801,7 @@ void SplitEngine::release(SplitFlow& sf) noexcept {
   if (sf.role == Role::kFree) return;
   if (sf.role == Role::kTracking) --tracking_;
   if (sf.stalled) --stalled_;
+  if (sf.poison_left > 0) --poisoning_;
   sf.requester.reset();
   sf = SplitFlow{};
   --used_;
@@ -920,6 +1017,7 @@ void SplitEngine::expire(TimePoint cutoff) noexcept {
   bool any = false;
   for (SplitFlow& sf : active()) {
     if (sf.role == Role::kFree) continue;
+    if (sf.poison_left > 0) continue;  // a dead flow still failing its hosts' QPs
     // A QP error: the failure went back to the requester (ingress) or was
     // reported to the peer gateway (egress); the QPs are in the error state.
     const bool failed =
@@ -955,7 +1053,8 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
         {"responder_qp", sf.fwd.qp},
         {"requester_qp", sf.rev_qp},
         {"pmtu", sf.pmtu},
-        {"paired_by", sf.cm ? "cm" : "ack"}};
+        {"paired_by", sf.cm ? "cm" : "ack"},
+        {"dead", sf.dead}};
     if (sf.role == Role::kIngress) {
       const split::ResponderStats& s = sf.responder.stats();
       f["expected_psn"] = sf.responder.expected_psn();
@@ -1019,6 +1118,11 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"dreq_hold_expired", s.dreq_hold_expired},
            {"dreqs_held_early", s.dreqs_held_early},
            {"dreqs_waiting", held_n_},
+           {"peer_restarts", s.peer_restarts},
+           {"restart_failed", s.restart_failed},
+           {"restart_naks", s.restart_naks},
+           {"poison_sent", s.poison_sent},
+           {"dead_dropped", s.dead_dropped},
            {"cm_connections", cm_.size()},
            {"flows", flows}};
 }

@@ -123,6 +123,12 @@ struct SplitStats {
   uint64_t dreq_hold_expired = 0;  ///< ... and delivered after kDreqHoldMax instead
   uint64_t dreqs_held_early = 0;   ///< held before the egress flow had started (its control
                                    ///< record was still on the way, e.g. behind a WAN loss)
+  // A peer gateway restarted (on_peer_restart, docs/split-mode.md "A gateway restart").
+  uint64_t peer_restarts = 0;    ///< new incarnations of a peer seen
+  uint64_t restart_failed = 0;   ///< split flows failed because their peer restarted
+  uint64_t restart_naks = 0;     ///< ... fatal NAKs sent at once to a local requester
+  uint64_t poison_sent = 0;      ///< QP-failing requests sent to a host's responder
+  uint64_t dead_dropped = 0;     ///< packets of such a failed flow consumed (not passed on)
 };
 
 class SplitEngine {
@@ -155,6 +161,27 @@ class SplitEngine {
   bool blocked(PeerState* peer, uint64_t stream) noexcept;
   /// A stream that blocked() held and that may be read again.
   bool take_unblocked(PeerState** peer, uint64_t* stream) noexcept;
+
+  /// The peer gateway `peer` (its index `peer_idx`, Flow::peer) came back as
+  /// a new incarnation and its transport was reset: what it held of our
+  /// split flows (requests we acknowledged locally, requests it
+  /// acknowledged to its hosts) may be lost. Fails every split flow through
+  /// it so that both hosts' QPs go to the error state and the applications
+  /// see an error, never a hole (docs/split-mode.md "A gateway restart"):
+  /// - ingress (a local requester): a fatal NAK (Remote Operational Error)
+  ///   at its oldest unacknowledged PSN now, or at its next request; and
+  ///   toward the remote responder host, a QP-failing request at each PSN
+  ///   it may expect (the last kPoisonSpan before our next expected PSN);
+  /// - egress (a local responder): nothing more is re-originated, and the
+  ///   local host gets a QP-failing request at each PSN it may expect (the
+  ///   egress window), so a host that only waits for a message fails too.
+  /// The failed flows consume their packets until they are released.
+  /// Called from the packet loop on the restart signal (rare).
+  void on_peer_restart(const PeerState* peer, uint32_t peer_idx, TimePoint now) noexcept;
+  /// PSNs before the next expected one that a restart poisons at the remote
+  /// responder (its expected PSN is within them unless more than this many
+  /// packets were in the dead gateway's memory).
+  static constexpr uint32_t kPoisonSpan = 4096;
 
   /// Timers: coalesced ACKs, retransmissions, RNR waits.
   void poll(TimePoint now) noexcept;
@@ -200,6 +227,10 @@ class SplitEngine {
     uint32_t unasked = 0;      ///< egress: packets sent since the last one with AckReq
     uint32_t local_peer = 0;   ///< ingress: the peer its flow is carried to (Flow::peer)
     uint32_t max_req_len = 0;  ///< ingress: the largest request seen (IP bytes)
+    bool dead = false;         ///< failed by a peer restart (on_peer_restart)
+    bool poison_wan = false;   ///< its poison goes to the remote host (ingress) ...
+    uint32_t poison_psn = 0;   ///< ... the next PSN to poison ...
+    uint32_t poison_left = 0;  ///< ... and how many are left
     TimePoint last_active;
   };
 
@@ -233,6 +264,13 @@ class SplitEngine {
   void send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
                    TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;
+  /// Sends up to a burst of a dead flow's QP-failing requests (an RDMA
+  /// WRITE only with R_Key 0 and a DMA length its empty payload does not
+  /// have: at the responder's expected PSN an RC responder answers it with
+  /// a class C error, NAK invalid request or remote access error, and moves
+  /// the QP to the error state; at any other PSN it is a duplicate, ACKed
+  /// again, or out of sequence, NAKed once).
+  void send_poison(SplitFlow& sf, TimePoint now) noexcept;
   void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
   bool on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;
   /// The path MTU the local host `host` uses on QP `qpn` (CM), 0 if unknown.
@@ -276,6 +314,7 @@ class SplitEngine {
   uint32_t high_ = 0;  ///< 1 + the highest slot in use (add() takes the lowest free one)
   uint32_t tracking_ = 0;
   uint32_t stalled_ = 0;
+  uint32_t poisoning_ = 0;  ///< dead flows with poison still to send
   std::array<uint8_t, 256> frame_{};  ///< one reply frame being built
   std::array<uint8_t, 4400> big_{};   ///< a re-segmented or rewritten packet being built
   split::CmTracker cm_;

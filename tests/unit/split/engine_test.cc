@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "tools/fake_clock.h"
@@ -746,6 +747,112 @@ TEST_F(EngineTest, CmMtuTranslationBetween4096And1024) {
   ASSERT_EQ(ib_.local.size(), 1U);
   EXPECT_EQ(parse(ib_.local[0]).bth.psn, 10U);  // after the READ's 8 PSNs in B's space
   EXPECT_EQ(parse(ib_.local[0]).bth.opcode, op::kRcSendOnly);
+}
+
+// Gateway B restarted (a new incarnation): gateway A's ingress flow fails.
+// The requester gets a fatal NAK at its oldest unacknowledged PSN at once,
+// host B's responder a QP-failing request at each PSN it may expect, and
+// nothing of the flow is carried or relayed any more.
+TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
+  pair();
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));  // ACKed at once
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 2, false)));  // ACK deferred
+  ASSERT_EQ(ia_.local.size(), 1U);
+  ia_.local.clear();
+  ia_.wan.clear();  // what the dead gateway B had: lost
+  ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
+  ASSERT_EQ(ia_.local.size(), 1U);
+  const roce::RocePacket nak = parse(ia_.local[0]);
+  EXPECT_EQ(nak.bth.opcode, op::kRcAck);
+  EXPECT_EQ(nak.bth.dest_qp, kReqQp);
+  EXPECT_EQ(nak.aeth.syndrome, 0x63);  // remote operational error
+  EXPECT_EQ(nak.bth.psn, 0U);          // kPsn + 2: the one not acknowledged
+  EXPECT_EQ(nak.aeth.msn, 6U);
+  ia_.local.clear();
+  // Host B expects a PSN from the split's start (kPsn + 1) to kPsn + 3.
+  ASSERT_EQ(ia_.wan.size(), 3U);
+  for (size_t i = 0; i < ia_.wan.size(); ++i) {
+    const roce::RocePacket q = parse(ia_.wan[i]);
+    EXPECT_EQ(q.bth.opcode, op::kRcWriteOnly);
+    EXPECT_EQ(q.bth.dest_qp, kRspQp);
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, static_cast<int32_t>(i) + 1));
+    EXPECT_EQ(std::memcmp(q.src.bytes.data(), a_ip_.bytes.data(), 4), 0);
+    EXPECT_EQ(std::memcmp(q.dst.bytes.data(), b_ip_.bytes.data(), 4), 0);
+    EXPECT_EQ(q.reth.rkey, 0U);
+    EXPECT_EQ(q.reth.dma_len, 1U);
+    EXPECT_EQ(q.payload_len, 0U);
+  }
+  ia_.wan.clear();
+  EXPECT_EQ(ga_.stats().poison_sent, 3U);
+  EXPECT_EQ(ga_.stats().restart_failed, 1U);
+  EXPECT_EQ(ga_.stats().restart_naks, 1U);
+  // Host B's answers to the poison are not the requester's business.
+  EXPECT_TRUE(ga_.on_wan(nullptr, rev_.stream, aeth(0x1F, kPsn + 1, 6).data(),
+                         static_cast<uint32_t>(aeth(0x1F, kPsn + 1, 6).size()), clock_.now()));
+  EXPECT_EQ(ga_.stats().dead_dropped, 1U);
+  // A later request is NAKed, not carried.
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 3, true)));
+  ASSERT_EQ(ia_.local.size(), 1U);
+  EXPECT_EQ(parse(ia_.local[0]).aeth.syndrome, 0x63);
+  EXPECT_TRUE(ia_.wan.empty());
+  // Released at the next housekeeping: the requester was told.
+  ga_.expire(clock_.now() - Duration::from_s(10));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
+}
+
+// Gateway A restarted: gateway B's egress flow stops re-originating, and
+// host B's responder gets a QP-failing request at each PSN of the window
+// (it may only wait for a message, and would otherwise wait forever).
+// What host A sends later (in passthrough through the new gateway A) is
+// consumed, and so are host B's answers.
+TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
+  pair();
+  for (uint32_t i = 1; i <= 3; ++i) ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
+  carry_a_to_b();
+  ASSERT_EQ(ib_.local.size(), 3U);
+  ib_.local.clear();
+  EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 1, 6)));  // covers the base: relayed
+  ib_.wan.clear();
+  gb_.on_peer_restart(nullptr, 0, clock_.now());
+  ASSERT_EQ(ib_.local.size(), 3U);  // kPsn + 2 .. kPsn + 4 (the next one)
+  for (size_t i = 0; i < ib_.local.size(); ++i) {
+    const roce::RocePacket q = parse(ib_.local[i]);
+    EXPECT_EQ(q.bth.opcode, op::kRcWriteOnly);
+    EXPECT_EQ(q.bth.dest_qp, kRspQp);
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, static_cast<int32_t>(i) + 2));
+    EXPECT_EQ(q.reth.rkey, 0U);
+  }
+  ib_.local.clear();
+  EXPECT_TRUE(ib_.wan.empty());  // no NAK toward host A: it could acknowledge a hole
+  // No retransmission any more.
+  clock_.advance(Duration::from_s(1));
+  gb_.poll(clock_.now());
+  EXPECT_TRUE(ib_.local.empty());
+  EXPECT_TRUE(gb_.next_timeout().is_infinite());
+  // Host A's requests after the restart (passthrough at the new gateway A).
+  const Bytes late = request(op::kRcWriteOnly, kPsn + 6, true);
+  EXPECT_TRUE(gb_.on_wan(nullptr, fwd_.stream, late.data(), static_cast<uint32_t>(late.size()),
+                         clock_.now()));
+  EXPECT_TRUE(b_sends(aeth(0x71, kPsn + 2, 6)));  // host B's NAK for the poison
+  EXPECT_EQ(gb_.stats().dead_dropped, 2U);
+  EXPECT_EQ(gb_.stats().restart_failed, 1U);
+  gb_.expire(clock_.now());
+  EXPECT_EQ(gb_.snapshot()["flows"].size(), 0U);
+}
+
+// Flows through another peer, and tracked (passthrough) flows, are untouched.
+TEST_F(EngineTest, PeerRestartLeavesOtherPeersAndPassthroughFlows) {
+  EXPECT_FALSE(a_sends(request(op::kRcSendOnly, kPsn, true)));  // tracked only
+  ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
+  EXPECT_EQ(ga_.stats().restart_failed, 0U);
+  EXPECT_TRUE(ia_.local.empty());
+  ia_.wan.clear();
+  pair();
+  ga_.on_peer_restart(nullptr, fwd_.peer + 1, clock_.now());  // another peer
+  EXPECT_EQ(ga_.stats().restart_failed, 0U);
+  EXPECT_EQ(ga_.stats().peer_restarts, 2U);
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
+  EXPECT_EQ(parse(ia_.local.back()).aeth.syndrome, 0x1F);  // still split and ACKed
 }
 
 }  // namespace
