@@ -559,8 +559,16 @@ bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
   key.kind = key.proto == 6 ? FlowKind::kTcp : FlowKind::kUdp;
   if (key.proto == 17 && key.dport == roce::kRoceV2Port) {
     roce::RocePacket p;
-    if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
     key.kind = FlowKind::kRoce;
+    if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) {
+      // An opcode rowan does not know (a vendor's, a newer IBA one) is not
+      // malformed: with its BTH there it is carried as it is (passthrough).
+      const uint32_t bth = l4 + 8;
+      if (len < bth + roce::kBthLen) return false;
+      key.qp = (uint32_t{ip[bth + 5]} << 16) | (uint32_t{ip[bth + 6]} << 8) | ip[bth + 7];
+      key.sport = key.dport = 0;
+      return true;
+    }
     key.qp = p.bth.dest_qp;
     key.sport = key.dport = 0;  // the UDP source port is per-QP entropy, not identity
   }

@@ -549,5 +549,26 @@ TEST_F(ResponderTest, FailNowNaksTheOldestUnacknowledgedPsn) {
   EXPECT_EQ(rep.psn, 11U);
 }
 
+// IBA 1.5: an ATOMIC WRITE is answered with an ACK, so the gateway takes it
+// like a WRITE; a FLUSH is answered with a READ response only: it travels
+// end to end like a one-PSN READ (whatever its length), and no ACK passes it.
+TEST_F(ResponderTest, AtomicWriteIsAckedAndFlushTravelsEndToEnd) {
+  rsp_.start(0, 0, true);
+  EXPECT_EQ(send(req(op::kRcAtomicWrite, 0, true, 8)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_EQ(reply_.msn, 1U);
+  EXPECT_EQ(send(req(op::kRcFlush, 1, false, 1 << 20)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(rsp_.outstanding_reads(), 1U);
+  EXPECT_EQ(rsp_.expected_psn(), 2U);  // one PSN, not 1 MiB / PMTU
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 2, true)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);  // held behind the FLUSH
+  rsp_.on_response(op::kRcReadResponseOnly, 1, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 2U);
+  EXPECT_EQ(reply_.msn, 3U);
+}
+
 }  // namespace
 }  // namespace rowan::split
