@@ -31,7 +31,13 @@ constexpr uint16_t kDefaultSport = 0xC000;
 // A peer restart fails flows with Remote Operational Error: the data the
 // dead gateway held is gone, nothing the requester did was wrong.
 constexpr uint8_t kRestartSyndrome = split::syndrome::nak(roce::NakCode::kRemoteOperationalError);
-constexpr uint32_t kPoisonBurst = 64;  // QP-failing requests per poll (the TX queue is shared)
+// QP-failing requests go highest PSN first (the host most likely had all but
+// the tail) and paced: a burst of a thousand frames toward a host overflows
+// what is on the way (a restarted gateway holds only a few frames per host
+// until ARP resolves it; a soft-RoCE guest's NIC ring) and loses the one
+// that counts. 16 per 2 ms: 4,096 in about half a second.
+constexpr uint32_t kPoisonBurst = 16;
+constexpr Duration kPoisonInterval = Duration::from_ms(2);
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
 constexpr uint8_t kCmRemoteSplit = 0x02;  // the peer gateway said its route is split
@@ -489,7 +495,6 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   if (SplitFlow* old = find(fwd, false); old != nullptr) {  // the ingress started over
     if (old->role == Role::kTracking) --tracking_;
     if (old->stalled) --stalled_;
-    if (old->poison_left > 0) --poisoning_;
     old->requester.reset();
     *old = SplitFlow{};
     --used_;
@@ -656,7 +661,7 @@ void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
       const uint32_t span =
           std::min<uint32_t>(since_base > 0 ? static_cast<uint32_t>(since_base) : 0, kPoisonSpan);
       sf.poison_wan = true;
-      sf.poison_psn = psn_add(expected, -static_cast<int32_t>(span));
+      sf.poison_psn = expected;  // down to expected - span
       sf.poison_left = span + 1;
     } else if (sf.role == Role::kEgress && sf.peer == peer) {
       // The peer's ingress acknowledged requests we never got: a hole at
@@ -664,7 +669,7 @@ void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
       split::Requester& rq = *sf.requester;
       rq.abandon(kRestartSyndrome);
       sf.poison_wan = false;
-      sf.poison_psn = rq.oldest_psn();
+      sf.poison_psn = rq.next_psn();  // down to the oldest unacknowledged one
       sf.poison_left = static_cast<uint32_t>(roce::psn_diff(rq.next_psn(), rq.oldest_psn())) + 1;
       if (sf.stalled) {
         sf.stalled = false;
@@ -674,7 +679,7 @@ void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
       continue;  // tracking flows are passthrough: end to end already
     }
     sf.dead = true;
-    ++poisoning_;
+    sf.poison_at = now;
     ++stats_.restart_failed;
     send_poison(sf, now);
   }
@@ -692,6 +697,8 @@ void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
   s.reth.va = 0;
   s.reth.rkey = 0;
   s.reth.dma_len = 1;  // and no payload: a length error even where R_Key 0 were valid
+  if (now < sf.poison_at) return;
+  sf.poison_at = now + kPoisonInterval;
   for (uint32_t i = 0; i < kPoisonBurst && sf.poison_left > 0; ++i) {
     s.bth.psn = sf.poison_psn;
     const size_t n = roce::build(s, frame_);
@@ -705,10 +712,9 @@ void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
       io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
     }
     ++stats_.poison_sent;
-    sf.poison_psn = psn_add(sf.poison_psn, 1);
+    sf.poison_psn = psn_add(sf.poison_psn, -1);
     --sf.poison_left;
   }
-  if (sf.poison_left == 0) --poisoning_;
 }
 
 // ---------------------------------------------------------------------------
@@ -788,9 +794,11 @@ TimePoint SplitEngine::next_timeout() const noexcept {
     }
   }
   if (used_ == 0) return t;
-  if (poisoning_ > 0) return TimePoint::zero();
   for (const SplitFlow& sf : active()) {
-    if (sf.dead) continue;
+    if (sf.dead) {
+      if (sf.poison_left > 0) t = std::min(t, sf.poison_at);
+      continue;
+    }
     if (sf.role == Role::kIngress) t = std::min(t, sf.responder.next_timeout());
     if (sf.role == Role::kEgress) t = std::min(t, sf.requester->next_timeout());
   }
@@ -801,7 +809,6 @@ void SplitEngine::release(SplitFlow& sf) noexcept {
   if (sf.role == Role::kFree) return;
   if (sf.role == Role::kTracking) --tracking_;
   if (sf.stalled) --stalled_;
-  if (sf.poison_left > 0) --poisoning_;
   sf.requester.reset();
   sf = SplitFlow{};
   --used_;

@@ -171,7 +171,8 @@ class SplitEngine {
   /// - ingress (a local requester): a fatal NAK (Remote Operational Error)
   ///   at its oldest unacknowledged PSN now, or at its next request; and
   ///   toward the remote responder host, a QP-failing request at each PSN
-  ///   it may expect (the last kPoisonSpan before our next expected PSN);
+  ///   it may expect (our next expected PSN and the kPoisonSpan before it,
+  ///   highest first, paced);
   /// - egress (a local responder): nothing more is re-originated, and the
   ///   local host gets a QP-failing request at each PSN it may expect (the
   ///   egress window), so a host that only waits for a message fails too.
@@ -230,7 +231,8 @@ class SplitEngine {
     bool dead = false;         ///< failed by a peer restart (on_peer_restart)
     bool poison_wan = false;   ///< its poison goes to the remote host (ingress) ...
     uint32_t poison_psn = 0;   ///< ... the next PSN to poison ...
-    uint32_t poison_left = 0;  ///< ... and how many are left
+    uint32_t poison_left = 0;  ///< ... and how many are left (going down) ...
+    TimePoint poison_at;       ///< ... and when the next burst may go
     TimePoint last_active;
   };
 
@@ -314,7 +316,6 @@ class SplitEngine {
   uint32_t high_ = 0;  ///< 1 + the highest slot in use (add() takes the lowest free one)
   uint32_t tracking_ = 0;
   uint32_t stalled_ = 0;
-  uint32_t poisoning_ = 0;  ///< dead flows with poison still to send
   std::array<uint8_t, 256> frame_{};  ///< one reply frame being built
   std::array<uint8_t, 4400> big_{};   ///< a re-segmented or rewritten packet being built
   split::CmTracker cm_;

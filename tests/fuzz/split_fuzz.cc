@@ -22,7 +22,7 @@
 namespace {
 
 using namespace rowan;
-using Bytes = std::vector<uint8_t>;
+using Buf = std::vector<uint8_t>;
 namespace op = roce::op;
 
 constexpr uint32_t kWitnessReqQp = 0x7001;  // host A's QP of the witness flow
@@ -37,7 +37,7 @@ class FakeIo final : public gw::SplitIo {
  public:
   bool carry(gw::Flow& f, const uint8_t* ip, uint32_t len, TimePoint) noexcept override {
     if (!room) return false;
-    wan.push_back({f.peer, Bytes(ip, ip + len)});
+    wan.push_back({f.peer, Buf(ip, ip + len)});
     return true;
   }
   bool has_room(const gw::Flow&, uint32_t) const noexcept override { return room; }
@@ -59,15 +59,15 @@ class FakeIo final : public gw::SplitIo {
         (p.bth.dest_qp == kWitnessReqQp || p.bth.dest_qp == kWitnessRspQp)) {
       peer = 1;
     }
-    wan.push_back({peer, Bytes(ip, ip + len)});
+    wan.push_back({peer, Buf(ip, ip + len)});
     return true;
   }
   struct Record {
     uint32_t peer;
-    Bytes bytes;
+    Buf bytes;
   };
   std::vector<Record> wan;
-  std::vector<Bytes> local;
+  std::vector<Buf> local;
   bool room = true;
   bool over = false;
   bool short_room = false;
@@ -90,9 +90,9 @@ class Input {
   uint8_t u8() { return i_ < n_ ? d_[i_++] : 0; }
   uint32_t u24() { return static_cast<uint32_t>(u8()) << 16 | static_cast<uint32_t>(u8()) << 8 | u8(); }
   uint32_t u32() { return u24() << 8 | u8(); }
-  Bytes bytes(size_t max) {
+  Buf bytes(size_t max) {
     const size_t k = std::min<size_t>(u8() % (max + 1), n_ - std::min(i_, n_));
-    Bytes b(d_ + i_, d_ + i_ + k);
+    Buf b(d_ + i_, d_ + i_ + k);
     i_ += k;
     return b;
   }
@@ -132,13 +132,13 @@ struct Sim {
     }
   }
 
-  static Bytes witness_payload(uint32_t psn) {
-    Bytes b(32);
+  static Buf witness_payload(uint32_t psn) {
+    Buf b(32);
     for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(psn * 31 + i);
     return b;
   }
-  Bytes frame(const roce::FrameSpec& s) {
-    Bytes b(4400);
+  Buf frame(const roce::FrameSpec& s) {
+    Buf b(4400);
     b.resize(roce::build(s, b));
     return b;
   }
@@ -146,14 +146,14 @@ struct Sim {
     return p.bth.dest_qp == kWitnessReqQp || p.bth.dest_qp == kWitnessRspQp;
   }
 
-  void host_a_sends(const Bytes& pkt, uint32_t peer_i) {
+  void host_a_sends(const Buf& pkt, uint32_t peer_i) {
     if (pkt.empty()) return;
     if (!ga.on_local(flow_a[peer_i], true, pkt.data(), static_cast<uint32_t>(pkt.size()),
                      clock.now())) {
       ia.wan.push_back({peer_i, pkt});  // passthrough
     }
   }
-  void host_b_sends(const Bytes& pkt, uint32_t peer_i) {
+  void host_b_sends(const Buf& pkt, uint32_t peer_i) {
     if (pkt.empty()) return;
     if (!gb.on_local(flow_b[peer_i], true, pkt.data(), static_cast<uint32_t>(pkt.size()),
                      clock.now())) {
@@ -170,9 +170,9 @@ struct Sim {
     s.bth.psn = w_next;
     s.bth.ack_req = true;
     s.reth = {0x1000, 0x55, 32};
-    const Bytes data = witness_payload(w_next);
+    const Buf data = witness_payload(w_next);
     s.payload = data;
-    const Bytes pkt = frame(s);
+    const Buf pkt = frame(s);
     // The witness host resends nothing: a request gateway A did not take
     // leaves a gap at host A's side, which host B must never see filled
     // wrongly (it then only sees duplicates or nothing).
@@ -180,7 +180,7 @@ struct Sim {
     w_next = roce::psn_add(w_next, 1);
   }
   /// Host B receives `pkt` from gateway B.
-  void host_b_receives(const Bytes& pkt) {
+  void host_b_receives(const Buf& pkt) {
     roce::RocePacket p;
     if (roce::parse_ip({pkt.data(), pkt.size()}, p) != roce::ParseError::kOk) return;
     if (p.bth.dest_qp != kWitnessRspQp || p.bth.opcode != op::kRcWriteOnly) return;
@@ -196,7 +196,7 @@ struct Sim {
       return;
     }
     if (p.reth.rkey == 0 && p.payload_len == 0) return;  // a QP-failing request
-    const Bytes want = witness_payload(p.bth.psn);
+    const Buf want = witness_payload(p.bth.psn);
     check(p.payload_len == want.size() &&
           std::memcmp(p.payload().data(), want.data(), want.size()) == 0);
     if (d == 0) {
@@ -246,9 +246,9 @@ struct Sim {
     ia.local.clear();  // host A takes its ACKs/NAKs and does nothing with them
   }
   void deliver_b() {
-    std::vector<Bytes> q;
+    std::vector<Buf> q;
     q.swap(ib.local);
-    for (const Bytes& b : q) host_b_receives(b);
+    for (const Buf& b : q) host_b_receives(b);
   }
   void unblock() {
     gw::PeerState* p = nullptr;
@@ -259,7 +259,7 @@ struct Sim {
 };
 
 /// A RoCEv2 packet built from the input (any opcode the codec can build).
-Bytes fuzzed_packet(Sim& s, Input& in, bool from_a) {
+Buf fuzzed_packet(Sim& s, Input& in, bool from_a) {
   roce::FrameSpec f;
   f.with_eth = false;
   f.src = from_a ? s.a_ip : s.b_ip;
@@ -279,17 +279,17 @@ Bytes fuzzed_packet(Sim& s, Input& in, bool from_a) {
   f.deth = {0x80010000, 1};
   f.udp_sport = 0xC000;
   const uint8_t n = in.u8();
-  Bytes payload((flags & 32) ? 1024U * (1 + n % 4) : n % 64, static_cast<uint8_t>(n));
+  Buf payload((flags & 32) ? 1024U * (1 + n % 4) : n % 64, static_cast<uint8_t>(n));
   f.payload = payload;
-  Bytes b(4400);
+  Buf b(4400);
   b.resize(roce::build(f, b));
   return b;
 }
 
 /// An RDMA CM MAD (REQ, REP, RTU, DREQ, DREP, REJ) with fuzzed fields.
-Bytes fuzzed_mad(Sim& s, Input& in, bool from_a) {
+Buf fuzzed_mad(Sim& s, Input& in, bool from_a) {
   static constexpr uint16_t kAttrs[] = {0x0010, 0x0013, 0x0014, 0x0015, 0x0016, 0x0012};
-  Bytes mad(256, 0);
+  Buf mad(256, 0);
   mad[0] = 1;
   mad[1] = 0x07;
   mad[2] = 2;
@@ -307,7 +307,7 @@ Bytes fuzzed_mad(Sim& s, Input& in, bool from_a) {
   f.bth.dest_qp = 1;
   f.deth = {0x80010000, 1};
   f.payload = mad;
-  Bytes b(512);
+  Buf b(512);
   b.resize(roce::build(f, b));
   return b;
 }
@@ -335,7 +335,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.host_b_sends(fuzzed_mad(s, in, false), 0);
         break;
       case 6: {  // raw bytes from a host (anything a NIC might emit)
-        const Bytes raw = in.bytes(200);
+        const Buf raw = in.bytes(200);
         roce::RocePacket p;
         if (roce::parse_ip({raw.data(), raw.size()}, p) == roce::ParseError::kOk &&
             Sim::is_witness(p)) {
@@ -349,7 +349,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 7: {  // a raw WAN record (control records: first byte 0xF0)
-        Bytes raw = in.bytes(120);
+        Buf raw = in.bytes(120);
         if (in.u8() & 1 && !raw.empty()) raw[0] = 0xF0;
         roce::RocePacket p;
         if (roce::parse_ip({raw.data(), raw.size()}, p) == roce::ParseError::kOk &&
@@ -397,7 +397,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.witness_step();
         break;
     }
-    (void)s.ga.snapshot().size();  // the JSON view of any state
+    if (step % 64 == 0) (void)s.ga.snapshot().size();  // the JSON view of any state
     s.ga.next_timeout();
     s.gb.next_timeout();
   }

@@ -769,13 +769,14 @@ TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   EXPECT_EQ(nak.bth.psn, 0U);          // kPsn + 2: the one not acknowledged
   EXPECT_EQ(nak.aeth.msn, 6U);
   ia_.local.clear();
-  // Host B expects a PSN from the split's start (kPsn + 1) to kPsn + 3.
+  // Host B expects a PSN from the split's start (kPsn + 1) to kPsn + 3:
+  // the highest first (it most likely had all but the tail).
   ASSERT_EQ(ia_.wan.size(), 3U);
   for (size_t i = 0; i < ia_.wan.size(); ++i) {
     const roce::RocePacket q = parse(ia_.wan[i]);
     EXPECT_EQ(q.bth.opcode, op::kRcWriteOnly);
     EXPECT_EQ(q.bth.dest_qp, kRspQp);
-    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, static_cast<int32_t>(i) + 1));
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, 3 - static_cast<int32_t>(i)));
     EXPECT_EQ(std::memcmp(q.src.bytes.data(), a_ip_.bytes.data(), 4), 0);
     EXPECT_EQ(std::memcmp(q.dst.bytes.data(), b_ip_.bytes.data(), 4), 0);
     EXPECT_EQ(q.reth.rkey, 0U);
@@ -814,12 +815,12 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
   EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 1, 6)));  // covers the base: relayed
   ib_.wan.clear();
   gb_.on_peer_restart(nullptr, 0, clock_.now());
-  ASSERT_EQ(ib_.local.size(), 3U);  // kPsn + 2 .. kPsn + 4 (the next one)
+  ASSERT_EQ(ib_.local.size(), 3U);  // kPsn + 4 (the next one) down to kPsn + 2
   for (size_t i = 0; i < ib_.local.size(); ++i) {
     const roce::RocePacket q = parse(ib_.local[i]);
     EXPECT_EQ(q.bth.opcode, op::kRcWriteOnly);
     EXPECT_EQ(q.bth.dest_qp, kRspQp);
-    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, static_cast<int32_t>(i) + 2));
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, 4 - static_cast<int32_t>(i)));
     EXPECT_EQ(q.reth.rkey, 0U);
   }
   ib_.local.clear();
@@ -853,6 +854,33 @@ TEST_F(EngineTest, PeerRestartLeavesOtherPeersAndPassthroughFlows) {
   EXPECT_EQ(ga_.stats().peer_restarts, 2U);
   ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
   EXPECT_EQ(parse(ia_.local.back()).aeth.syndrome, 0x1F);  // still split and ACKed
+}
+
+// The QP-failing requests are paced (16 per 2 ms): a restarted gateway holds
+// only a few frames per host until ARP resolves it, and a burst of
+// thousands would lose the one at the host's expected PSN.
+TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
+  pair();
+  for (uint32_t i = 1; i <= 40; ++i) ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
+  ia_.wan.clear();
+  ia_.local.clear();
+  ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
+  EXPECT_EQ(ia_.wan.size(), 16U);
+  EXPECT_EQ(parse(ia_.wan.front()).bth.psn, roce::psn_add(kPsn, 41));  // the next expected
+  EXPECT_EQ(ga_.next_timeout(), clock_.now() + Duration::from_ms(2));
+  clock_.advance(Duration::from_ms(1));
+  ga_.poll(clock_.now());
+  EXPECT_EQ(ia_.wan.size(), 16U);
+  clock_.advance(Duration::from_ms(1));
+  ga_.poll(clock_.now());
+  EXPECT_EQ(ia_.wan.size(), 32U);
+  clock_.advance(Duration::from_ms(2));
+  ga_.poll(clock_.now());
+  ASSERT_EQ(ia_.wan.size(), 41U);  // kPsn + 41 down to kPsn + 1
+  EXPECT_EQ(parse(ia_.wan.back()).bth.psn, roce::psn_add(kPsn, 1));
+  EXPECT_TRUE(ga_.next_timeout().is_infinite());
+  // Not released before the last one went.
+  EXPECT_EQ(ga_.stats().poison_sent, 41U);
 }
 
 }  // namespace
