@@ -37,6 +37,10 @@ constexpr uint8_t kRestartSyndrome = split::syndrome::nak(roce::NakCode::kRemote
 // until ARP resolves it; a soft-RoCE guest's NIC ring) and loses the one
 // that counts. 16 per 2 ms: 4,096 in about half a second.
 constexpr uint32_t kPoisonBurst = 16;
+// CNPs go in DSCP 48, the class RoCE fabrics give them (mlx5's default
+// cnp_dscp; the fabric maps it to a priority of its own), so a congested
+// data class does not delay them.
+constexpr uint8_t kCnpTos = 48 << 2;
 constexpr Duration kPoisonInterval = Duration::from_ms(2);
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
@@ -226,6 +230,7 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
       ++stats_.flows_tracked;
     }
     sf->last_active = now;
+    sf->dscp_tos = p.tos & 0xFC;  // answers go in the requester's class (ECN bits: not ECT)
     learn_pmtu(*sf, p);
     if (sf->role == Role::kIngress) return ingress_request(*sf, flow, p, ip, len, now);
     if (sf->role != Role::kTracking) return false;
@@ -439,9 +444,15 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
 bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
                                  uint32_t len, TimePoint now) noexcept {
   sf.last_active = now;
+  sf.dscp_tos = p.tos & 0xFC;
   split::Requester& rq = *sf.requester;
+  if (sf.dead) {
+    fail_remote_requester(sf, p.bth.psn, now);
+    ++stats_.dead_dropped;
+    return true;
+  }
   if (rq.failed()) {
-    ++(sf.dead ? stats_.dead_dropped : stats_.requests_dropped);
+    ++stats_.requests_dropped;
     return true;
   }
   if (sf.xlate) return egress_translated(sf, p, now);
@@ -539,6 +550,7 @@ void SplitEngine::send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint3
   s.src = sf.fwd.dst;  // as if the remote host answered
   s.dst = sf.fwd.src;
   s.udp_sport = sf.udp_sport;
+  s.tos = sf.dscp_tos;  // as an RNIC answers: in the traffic class of the request
   s.bth.opcode = roce::op::kRcAck;
   s.bth.dest_qp = sf.rev_qp;
   s.bth.psn = psn & roce::kPsnMask;
@@ -568,6 +580,7 @@ void SplitEngine::send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now
     s.src = sf.fwd.dst;
     s.dst = sf.fwd.src;
     s.udp_sport = sf.udp_sport;
+    s.tos = kCnpTos;
     s.bth.opcode = roce::op::kCnp;
     s.bth.dest_qp = sf.rev_qp;
     s.bth.becn = true;
@@ -686,12 +699,34 @@ void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
   if (held_n_ > 0) release_held(now);  // DREQs waiting for a flow that failed
 }
 
+// The remote requester's requests reach a dead egress flow in passthrough
+// through the restarted gateway. Its QP may never time out (rxe retries
+// forever at retry_cnt 7, which ibv_rc_pingpong uses), so it gets a fatal
+// NAK -- but only at its oldest unacknowledged PSN: a NAK acknowledges every
+// PSN before it. A requester goes back to that PSN at each retransmission,
+// so the lowest PSN seen, seen again, is it (the first burst seen may have
+// begun before the new session was up).
+void SplitEngine::fail_remote_requester(SplitFlow& sf, uint32_t psn, TimePoint now) noexcept {
+  sf.last_active = now;
+  if (sf.dead_min_seen == 0 || psn_lt(psn, sf.dead_min_psn)) {
+    sf.dead_min_psn = psn;
+    sf.dead_min_seen = 1;
+    return;
+  }
+  if (psn != sf.dead_min_psn) return;
+  if (sf.dead_min_seen < 2) ++sf.dead_min_seen;
+  send_aeth(sf, kRestartSyndrome, psn, 0, now, true);
+  ++stats_.restart_naks;
+  sf.dead_told = true;
+}
+
 void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
   roce::FrameSpec s;
   s.with_eth = false;
   s.src = sf.fwd.src;  // as the requester host would send it
   s.dst = sf.fwd.dst;
   s.udp_sport = sf.udp_sport;
+  s.tos = sf.dscp_tos;
   s.bth.opcode = roce::op::kRcWriteOnly;
   s.bth.dest_qp = sf.fwd.qp;
   s.reth.va = 0;
@@ -1027,10 +1062,11 @@ void SplitEngine::expire(TimePoint cutoff) noexcept {
     if (sf.poison_left > 0) continue;  // a dead flow still failing its hosts' QPs
     // A QP error: the failure went back to the requester (ingress) or was
     // reported to the peer gateway (egress); the QPs are in the error state.
+    // A dead egress flow (a peer restart) waits to NAK the remote requester.
     const bool failed =
         (sf.role == Role::kIngress && sf.responder.failed() &&
          (sf.responder.stats().failed_requests > 0 || sf.responder.stats().fatal_relayed > 0)) ||
-        (sf.role == Role::kEgress && sf.requester->failed());
+        (sf.role == Role::kEgress && sf.requester->failed() && (!sf.dead || sf.dead_told));
     if (failed) {
       ++stats_.failed_released;
     } else {

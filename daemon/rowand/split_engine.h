@@ -175,7 +175,10 @@ class SplitEngine {
   ///   highest first, paced);
   /// - egress (a local responder): nothing more is re-originated, and the
   ///   local host gets a QP-failing request at each PSN it may expect (the
-  ///   egress window), so a host that only waits for a message fails too.
+  ///   egress window), so a host that only waits for a message fails too;
+  ///   the remote requester, whose requests now come in passthrough, gets a
+  ///   fatal NAK at its oldest unacknowledged PSN once that is known (the
+  ///   lowest PSN it sent seen twice).
   /// The failed flows consume their packets until they are released.
   /// Called from the packet loop on the restart signal (rare).
   void on_peer_restart(const PeerState* peer, uint32_t peer_idx, TimePoint now) noexcept;
@@ -216,6 +219,7 @@ class SplitEngine {
     uint32_t rev_qp = 0;  ///< the requester's QP (0: not yet known)
     uint32_t pmtu = 0;    ///< learnt from full-size packets (0: unknown)
     uint16_t udp_sport = 0;
+    uint8_t dscp_tos = 0;  ///< the requester's DSCP (<< 2): its ACKs/NAKs go in that class
     split::PairingTracker pairing;
     split::Responder responder;
     std::unique_ptr<split::Requester> requester;
@@ -233,6 +237,9 @@ class SplitEngine {
     uint32_t poison_psn = 0;   ///< ... the next PSN to poison ...
     uint32_t poison_left = 0;  ///< ... and how many are left (going down) ...
     TimePoint poison_at;       ///< ... and when the next burst may go
+    uint32_t dead_min_psn = 0;  ///< dead egress: the remote requester's lowest PSN seen ...
+    uint8_t dead_min_seen = 0;  ///< ... how often (2: its oldest unacknowledged one)
+    bool dead_told = false;     ///< ... and a fatal NAK went to it
     TimePoint last_active;
   };
 
@@ -273,6 +280,9 @@ class SplitEngine {
   /// the QP to the error state; at any other PSN it is a duplicate, ACKed
   /// again, or out of sequence, NAKed once).
   void send_poison(SplitFlow& sf, TimePoint now) noexcept;
+  /// A request from the remote requester of a dead egress flow: a fatal NAK
+  /// once its PSN is known to be the oldest it has unacknowledged.
+  void fail_remote_requester(SplitFlow& sf, uint32_t psn, TimePoint now) noexcept;
   void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
   bool on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;
   /// The path MTU the local host `host` uses on QP `qpn` (CM), 0 if unknown.

@@ -830,14 +830,31 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
   gb_.poll(clock_.now());
   EXPECT_TRUE(ib_.local.empty());
   EXPECT_TRUE(gb_.next_timeout().is_infinite());
-  // Host A's requests after the restart (passthrough at the new gateway A).
-  const Bytes late = request(op::kRcWriteOnly, kPsn + 6, true);
-  EXPECT_TRUE(gb_.on_wan(nullptr, fwd_.stream, late.data(), static_cast<uint32_t>(late.size()),
-                         clock_.now()));
+  // Host A's requests after the restart (passthrough at the new gateway A):
+  // consumed; once its lowest PSN comes again (the requester went back to
+  // its oldest unacknowledged PSN) it gets a fatal NAK there, and only there.
+  auto late = [&](uint32_t psn) {
+    const Bytes r = request(op::kRcWriteOnly, psn, true);
+    EXPECT_TRUE(gb_.on_wan(nullptr, fwd_.stream, r.data(), static_cast<uint32_t>(r.size()),
+                           clock_.now()));
+  };
+  late(kPsn + 7);  // a burst seen from its middle
+  late(kPsn + 8);
+  late(kPsn + 6);  // the requester went back: its oldest
+  late(kPsn + 7);
+  EXPECT_TRUE(ib_.wan.empty());
+  late(kPsn + 6);  // again: that is it
+  ASSERT_EQ(ib_.wan.size(), 1U);
+  const roce::RocePacket nak = parse(ib_.wan[0]);
+  EXPECT_EQ(nak.bth.opcode, op::kRcAck);
+  EXPECT_EQ(nak.aeth.syndrome, 0x63);
+  EXPECT_EQ(nak.bth.psn, roce::psn_add(kPsn, 6));
+  EXPECT_EQ(nak.bth.dest_qp, kReqQp);
+  EXPECT_EQ(gb_.stats().restart_naks, 1U);
   EXPECT_TRUE(b_sends(aeth(0x71, kPsn + 2, 6)));  // host B's NAK for the poison
-  EXPECT_EQ(gb_.stats().dead_dropped, 2U);
+  EXPECT_EQ(gb_.stats().dead_dropped, 6U);
   EXPECT_EQ(gb_.stats().restart_failed, 1U);
-  gb_.expire(clock_.now());
+  gb_.expire(clock_.now());  // the requester was told
   EXPECT_EQ(gb_.snapshot()["flows"].size(), 0U);
 }
 
@@ -881,6 +898,29 @@ TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
   EXPECT_TRUE(ga_.next_timeout().is_infinite());
   // Not released before the last one went.
   EXPECT_EQ(ga_.stats().poison_sent, 41U);
+}
+
+// Gateway A answers in the requester's traffic class (DSCP, as an RNIC
+// does; the ECN bits are not ECT), and its CNPs go in DSCP 48.
+TEST_F(EngineTest, AcksKeepTheRequestersDscpAndCnpsGoInDscp48) {
+  pair();
+  Bytes req = request(op::kRcWriteOnly, kPsn + 1, true);
+  req[1] = static_cast<uint8_t>((26 << 2) | 2);  // DSCP 26 (AF31), ECT(0)
+  req[10] = req[11] = 0;
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(req[i] << 8 | req[i + 1]);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  req[10] = static_cast<uint8_t>(~sum >> 8);
+  req[11] = static_cast<uint8_t>(~sum);
+  ia_.over = true;  // past its share: a CNP too
+  ASSERT_TRUE(a_sends(req));
+  ASSERT_EQ(ia_.local.size(), 2U);
+  const roce::RocePacket ack = parse(ia_.local[0]);
+  EXPECT_EQ(ack.bth.opcode, op::kRcAck);
+  EXPECT_EQ(ack.tos, 26 << 2);
+  const roce::RocePacket cnp = parse(ia_.local[1]);
+  EXPECT_EQ(cnp.bth.opcode, op::kCnp);
+  EXPECT_EQ(cnp.tos, 48 << 2);
 }
 
 }  // namespace
