@@ -37,11 +37,17 @@ constexpr uint8_t kRestartSyndrome = split::syndrome::nak(roce::NakCode::kRemote
 // until ARP resolves it; a soft-RoCE guest's NIC ring) and loses the one
 // that counts. 16 per 2 ms: 4,096 in about half a second.
 constexpr uint32_t kPoisonBurst = 16;
+constexpr Duration kPoisonInterval = Duration::from_ms(2);
+// And the whole range three times, 200 ms apart: the first round meets a
+// restarted gateway that does not know the host's MAC yet and keeps only a
+// few frames while it asks (seen on the testbed: ibv_rc_pingpong's client
+// side never failed after one round).
+constexpr uint8_t kPoisonRounds = 3;
+constexpr Duration kPoisonRoundGap = Duration::from_ms(200);
 // CNPs go in DSCP 48, the class RoCE fabrics give them (mlx5's default
 // cnp_dscp; the fabric maps it to a priority of its own), so a congested
 // data class does not delay them.
 constexpr uint8_t kCnpTos = 48 << 2;
-constexpr Duration kPoisonInterval = Duration::from_ms(2);
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
 constexpr uint8_t kCmRemoteSplit = 0x02;  // the peer gateway said its route is split
@@ -674,16 +680,16 @@ void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
       const uint32_t span =
           std::min<uint32_t>(since_base > 0 ? static_cast<uint32_t>(since_base) : 0, kPoisonSpan);
       sf.poison_wan = true;
-      sf.poison_psn = expected;  // down to expected - span
-      sf.poison_left = span + 1;
+      sf.poison_top = expected;  // down to expected - span
+      sf.poison_count = span + 1;
     } else if (sf.role == Role::kEgress && sf.peer == peer) {
       // The peer's ingress acknowledged requests we never got: a hole at
       // next_psn(). The local responder expects a PSN in the window.
       split::Requester& rq = *sf.requester;
       rq.abandon(kRestartSyndrome);
       sf.poison_wan = false;
-      sf.poison_psn = rq.next_psn();  // down to the oldest unacknowledged one
-      sf.poison_left = static_cast<uint32_t>(roce::psn_diff(rq.next_psn(), rq.oldest_psn())) + 1;
+      sf.poison_top = rq.next_psn();  // down to the oldest unacknowledged one
+      sf.poison_count = static_cast<uint32_t>(roce::psn_diff(rq.next_psn(), rq.oldest_psn())) + 1;
       if (sf.stalled) {
         sf.stalled = false;
         --stalled_;
@@ -692,6 +698,9 @@ void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
       continue;  // tracking flows are passthrough: end to end already
     }
     sf.dead = true;
+    sf.poison_psn = sf.poison_top;
+    sf.poison_left = sf.poison_count;
+    sf.poison_rounds = kPoisonRounds - 1;
     sf.poison_at = now;
     ++stats_.restart_failed;
     send_poison(sf, now);
@@ -749,6 +758,12 @@ void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
     ++stats_.poison_sent;
     sf.poison_psn = psn_add(sf.poison_psn, -1);
     --sf.poison_left;
+  }
+  if (sf.poison_left == 0 && sf.poison_rounds > 0) {
+    --sf.poison_rounds;
+    sf.poison_psn = sf.poison_top;
+    sf.poison_left = sf.poison_count;
+    sf.poison_at = now + kPoisonRoundGap;
   }
 }
 

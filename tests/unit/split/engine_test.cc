@@ -796,7 +796,15 @@ TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   ASSERT_EQ(ia_.local.size(), 1U);
   EXPECT_EQ(parse(ia_.local[0]).aeth.syndrome, 0x63);
   EXPECT_TRUE(ia_.wan.empty());
-  // Released at the next housekeeping: the requester was told.
+  // Released at the housekeeping after the last round of QP-failing
+  // requests: the requester was told.
+  ga_.expire(clock_.now() - Duration::from_s(10));
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 1U);
+  clock_.advance(Duration::from_ms(200));
+  ga_.poll(clock_.now());
+  clock_.advance(Duration::from_ms(200));
+  ga_.poll(clock_.now());
+  EXPECT_EQ(ga_.stats().poison_sent, 9U);
   ga_.expire(clock_.now() - Duration::from_s(10));
   EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
 }
@@ -825,10 +833,15 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
   }
   ib_.local.clear();
   EXPECT_TRUE(ib_.wan.empty());  // no NAK toward host A: it could acknowledge a hole
-  // No retransmission any more.
-  clock_.advance(Duration::from_s(1));
-  gb_.poll(clock_.now());
-  EXPECT_TRUE(ib_.local.empty());
+  // No retransmission any more: only the QP-failing requests again (two
+  // more rounds).
+  for (int i = 0; i < 300; ++i) {
+    clock_.advance(Duration::from_ms(2));
+    gb_.poll(clock_.now());
+  }
+  ASSERT_EQ(ib_.local.size(), 6U);
+  for (const Bytes& f : ib_.local) EXPECT_EQ(parse(f).reth.rkey, 0U);
+  ib_.local.clear();
   EXPECT_TRUE(gb_.next_timeout().is_infinite());
   // Host A's requests after the restart (passthrough at the new gateway A):
   // consumed; once its lowest PSN comes again (the requester went back to
@@ -895,9 +908,19 @@ TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
   ga_.poll(clock_.now());
   ASSERT_EQ(ia_.wan.size(), 41U);  // kPsn + 41 down to kPsn + 1
   EXPECT_EQ(parse(ia_.wan.back()).bth.psn, roce::psn_add(kPsn, 1));
+  // The whole range again, twice, 200 ms apart (the first round may meet a
+  // gateway that has not yet resolved the host's MAC).
+  EXPECT_EQ(ga_.next_timeout(), clock_.now() + Duration::from_ms(200));
+  for (int i = 0; i < 400; ++i) {
+    clock_.advance(Duration::from_ms(2));
+    ga_.poll(clock_.now());
+  }
+  ASSERT_EQ(ia_.wan.size(), 3 * 41U);
+  EXPECT_EQ(parse(ia_.wan[41]).bth.psn, roce::psn_add(kPsn, 41));
   EXPECT_TRUE(ga_.next_timeout().is_infinite());
-  // Not released before the last one went.
-  EXPECT_EQ(ga_.stats().poison_sent, 41U);
+  EXPECT_EQ(ga_.stats().poison_sent, 3 * 41U);
+  ga_.expire(clock_.now());  // released once all went and the requester was told
+  EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
 }
 
 // Gateway A answers in the requester's traffic class (DSCP, as an RNIC
