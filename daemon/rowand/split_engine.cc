@@ -730,32 +730,38 @@ void SplitEngine::fail_remote_requester(SplitFlow& sf, uint32_t psn, TimePoint n
 }
 
 void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
+  if (now < sf.poison_at) return;
+  sf.poison_at = now + kPoisonInterval;
   roce::FrameSpec s;
   s.with_eth = false;
   s.src = sf.fwd.src;  // as the requester host would send it
   s.dst = sf.fwd.dst;
   s.udp_sport = sf.udp_sport;
   s.tos = sf.dscp_tos;
-  s.bth.opcode = roce::op::kRcWriteOnly;
   s.bth.dest_qp = sf.fwd.qp;
+  // Two at each PSN: a SEND only with invalidate of R_Key 0 and no payload
+  // takes the host's posted receive and completes it with an error (an
+  // application that ignores flushed receives, like rping, sees that one);
+  // without a receive posted it is RNR-NAKed and the WRITE only that
+  // follows (R_Key 0, a DMA length of 1 and no payload) fails the QP.
+  static constexpr uint8_t kOps[] = {roce::op::kRcSendOnlyInv, roce::op::kRcWriteOnly};
+  s.ieth = 0;
   s.reth.va = 0;
   s.reth.rkey = 0;
-  s.reth.dma_len = 1;  // and no payload: a length error even where R_Key 0 were valid
-  if (now < sf.poison_at) return;
-  sf.poison_at = now + kPoisonInterval;
+  s.reth.dma_len = 1;
   for (uint32_t i = 0; i < kPoisonBurst && sf.poison_left > 0; ++i) {
     s.bth.psn = sf.poison_psn;
-    const size_t n = roce::build(s, frame_);
-    if (n == 0) {
-      sf.poison_left = 0;
-      break;
+    for (const uint8_t opcode : kOps) {
+      s.bth.opcode = opcode;
+      const size_t n = roce::build(s, frame_);
+      if (n == 0) continue;
+      if (sf.poison_wan) {
+        if (!io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now)) return;  // no room
+      } else {
+        io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+      }
+      ++stats_.poison_sent;
     }
-    if (sf.poison_wan) {
-      if (!io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now)) return;  // no room
-    } else {
-      io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
-    }
-    ++stats_.poison_sent;
     sf.poison_psn = psn_add(sf.poison_psn, -1);
     --sf.poison_left;
   }

@@ -276,12 +276,14 @@ class SplitEngine {
   void send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
                    TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;
-  /// Sends up to a burst of a dead flow's QP-failing requests (an RDMA
-  /// WRITE only with R_Key 0 and a DMA length its empty payload does not
-  /// have: at the responder's expected PSN an RC responder answers it with
-  /// a class C error, NAK invalid request or remote access error, and moves
-  /// the QP to the error state; at any other PSN it is a duplicate, ACKed
-  /// again, or out of sequence, NAKed once).
+  /// Sends up to a burst of a dead flow's QP-failing requests, two per PSN:
+  /// a SEND only with invalidate of R_Key 0 without payload (it completes
+  /// the host's posted receive with an error), and an RDMA WRITE only with
+  /// R_Key 0 and a DMA length its empty payload does not have. At the
+  /// responder's expected PSN an RC responder answers them with a class C
+  /// or J error (NAK invalid request or remote access error) and moves the
+  /// QP to the error state; at any other PSN they are duplicates, ACKed
+  /// again, or out of sequence, NAKed once; nothing is ever written.
   void send_poison(SplitFlow& sf, TimePoint now) noexcept;
   /// A request from the remote requester of a dead egress flow: a fatal NAK
   /// once its PSN is known to be the oldest it has unacknowledged.

@@ -771,20 +771,26 @@ TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   ia_.local.clear();
   // Host B expects a PSN from the split's start (kPsn + 1) to kPsn + 3:
   // the highest first (it most likely had all but the tail).
-  ASSERT_EQ(ia_.wan.size(), 3U);
+  // Two at each: a SEND only with invalidate of R_Key 0 (it completes a
+  // posted receive with an error), then a WRITE only with R_Key 0.
+  ASSERT_EQ(ia_.wan.size(), 6U);
   for (size_t i = 0; i < ia_.wan.size(); ++i) {
     const roce::RocePacket q = parse(ia_.wan[i]);
-    EXPECT_EQ(q.bth.opcode, op::kRcWriteOnly);
+    EXPECT_EQ(q.bth.opcode, i % 2 == 0 ? op::kRcSendOnlyInv : op::kRcWriteOnly);
     EXPECT_EQ(q.bth.dest_qp, kRspQp);
-    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, 3 - static_cast<int32_t>(i)));
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, 3 - static_cast<int32_t>(i / 2)));
     EXPECT_EQ(std::memcmp(q.src.bytes.data(), a_ip_.bytes.data(), 4), 0);
     EXPECT_EQ(std::memcmp(q.dst.bytes.data(), b_ip_.bytes.data(), 4), 0);
-    EXPECT_EQ(q.reth.rkey, 0U);
-    EXPECT_EQ(q.reth.dma_len, 1U);
     EXPECT_EQ(q.payload_len, 0U);
+    if (i % 2 == 0) {
+      EXPECT_EQ(q.ieth, 0U);
+    } else {
+      EXPECT_EQ(q.reth.rkey, 0U);
+      EXPECT_EQ(q.reth.dma_len, 1U);
+    }
   }
   ia_.wan.clear();
-  EXPECT_EQ(ga_.stats().poison_sent, 3U);
+  EXPECT_EQ(ga_.stats().poison_sent, 6U);
   EXPECT_EQ(ga_.stats().restart_failed, 1U);
   EXPECT_EQ(ga_.stats().restart_naks, 1U);
   // Host B's answers to the poison are not the requester's business.
@@ -804,7 +810,7 @@ TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   ga_.poll(clock_.now());
   clock_.advance(Duration::from_ms(200));
   ga_.poll(clock_.now());
-  EXPECT_EQ(ga_.stats().poison_sent, 9U);
+  EXPECT_EQ(ga_.stats().poison_sent, 18U);
   ga_.expire(clock_.now() - Duration::from_s(10));
   EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
 }
@@ -823,13 +829,13 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
   EXPECT_FALSE(b_sends(aeth(0x1F, kPsn + 1, 6)));  // covers the base: relayed
   ib_.wan.clear();
   gb_.on_peer_restart(nullptr, 0, clock_.now());
-  ASSERT_EQ(ib_.local.size(), 3U);  // kPsn + 4 (the next one) down to kPsn + 2
+  ASSERT_EQ(ib_.local.size(), 6U);  // kPsn + 4 (the next one) down to kPsn + 2, two each
   for (size_t i = 0; i < ib_.local.size(); ++i) {
     const roce::RocePacket q = parse(ib_.local[i]);
-    EXPECT_EQ(q.bth.opcode, op::kRcWriteOnly);
+    EXPECT_EQ(q.bth.opcode, i % 2 == 0 ? op::kRcSendOnlyInv : op::kRcWriteOnly);
     EXPECT_EQ(q.bth.dest_qp, kRspQp);
-    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, 4 - static_cast<int32_t>(i)));
-    EXPECT_EQ(q.reth.rkey, 0U);
+    EXPECT_EQ(q.bth.psn, roce::psn_add(kPsn, 4 - static_cast<int32_t>(i / 2)));
+    EXPECT_EQ(q.payload_len, 0U);
   }
   ib_.local.clear();
   EXPECT_TRUE(ib_.wan.empty());  // no NAK toward host A: it could acknowledge a hole
@@ -839,8 +845,8 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
     clock_.advance(Duration::from_ms(2));
     gb_.poll(clock_.now());
   }
-  ASSERT_EQ(ib_.local.size(), 6U);
-  for (const Bytes& f : ib_.local) EXPECT_EQ(parse(f).reth.rkey, 0U);
+  ASSERT_EQ(ib_.local.size(), 12U);
+  for (const Bytes& f : ib_.local) EXPECT_EQ(parse(f).payload_len, 0U);
   ib_.local.clear();
   EXPECT_TRUE(gb_.next_timeout().is_infinite());
   // Host A's requests after the restart (passthrough at the new gateway A):
@@ -895,18 +901,18 @@ TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
   ia_.wan.clear();
   ia_.local.clear();
   ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
-  EXPECT_EQ(ia_.wan.size(), 16U);
+  EXPECT_EQ(ia_.wan.size(), 32U);  // 16 PSNs, two requests each
   EXPECT_EQ(parse(ia_.wan.front()).bth.psn, roce::psn_add(kPsn, 41));  // the next expected
   EXPECT_EQ(ga_.next_timeout(), clock_.now() + Duration::from_ms(2));
   clock_.advance(Duration::from_ms(1));
   ga_.poll(clock_.now());
-  EXPECT_EQ(ia_.wan.size(), 16U);
+  EXPECT_EQ(ia_.wan.size(), 32U);
   clock_.advance(Duration::from_ms(1));
   ga_.poll(clock_.now());
-  EXPECT_EQ(ia_.wan.size(), 32U);
+  EXPECT_EQ(ia_.wan.size(), 64U);
   clock_.advance(Duration::from_ms(2));
   ga_.poll(clock_.now());
-  ASSERT_EQ(ia_.wan.size(), 41U);  // kPsn + 41 down to kPsn + 1
+  ASSERT_EQ(ia_.wan.size(), 82U);  // kPsn + 41 down to kPsn + 1
   EXPECT_EQ(parse(ia_.wan.back()).bth.psn, roce::psn_add(kPsn, 1));
   // The whole range again, twice, 200 ms apart (the first round may meet a
   // gateway that has not yet resolved the host's MAC).
@@ -915,10 +921,10 @@ TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
     clock_.advance(Duration::from_ms(2));
     ga_.poll(clock_.now());
   }
-  ASSERT_EQ(ia_.wan.size(), 3 * 41U);
-  EXPECT_EQ(parse(ia_.wan[41]).bth.psn, roce::psn_add(kPsn, 41));
+  ASSERT_EQ(ia_.wan.size(), 3 * 82U);
+  EXPECT_EQ(parse(ia_.wan[82]).bth.psn, roce::psn_add(kPsn, 41));
   EXPECT_TRUE(ga_.next_timeout().is_infinite());
-  EXPECT_EQ(ga_.stats().poison_sent, 3 * 41U);
+  EXPECT_EQ(ga_.stats().poison_sent, 3 * 82U);
   ga_.expire(clock_.now());  // released once all went and the requester was told
   EXPECT_EQ(ga_.snapshot()["flows"].size(), 0U);
 }
