@@ -124,11 +124,11 @@ struct SplitStats {
   uint64_t dreqs_held_early = 0;   ///< held before the egress flow had started (its control
                                    ///< record was still on the way, e.g. behind a WAN loss)
   // A peer gateway restarted (on_peer_restart, docs/split-mode.md "A gateway restart").
-  uint64_t peer_restarts = 0;    ///< new incarnations of a peer seen
-  uint64_t restart_failed = 0;   ///< split flows failed because their peer restarted
-  uint64_t restart_naks = 0;     ///< ... fatal NAKs sent at once to a local requester
-  uint64_t poison_sent = 0;      ///< QP-failing requests sent to a host's responder
-  uint64_t dead_dropped = 0;     ///< packets of such a failed flow consumed (not passed on)
+  uint64_t peer_restarts = 0;   ///< new incarnations of a peer seen
+  uint64_t restart_failed = 0;  ///< split flows failed because their peer restarted
+  uint64_t restart_naks = 0;    ///< ... fatal NAKs sent at once to a local requester
+  uint64_t poison_sent = 0;     ///< QP-failing requests sent to a host's responder
+  uint64_t dead_dropped = 0;    ///< packets of such a failed flow consumed (not passed on)
 };
 
 class SplitEngine {
@@ -228,15 +228,15 @@ class SplitEngine {
     PeerState* peer = nullptr;  ///< egress: where the records come from
     uint64_t stream = 0;
     bool stalled = false;
-    bool cm = false;           ///< paired from RDMA CM
-    uint32_t unasked = 0;      ///< egress: packets sent since the last one with AckReq
-    uint32_t local_peer = 0;   ///< ingress: the peer its flow is carried to (Flow::peer)
-    uint32_t max_req_len = 0;  ///< ingress: the largest request seen (IP bytes)
-    bool dead = false;         ///< failed by a peer restart (on_peer_restart)
-    bool poison_wan = false;   ///< its poison goes to the remote host (ingress) ...
-    uint32_t poison_psn = 0;   ///< ... the next PSN to poison ...
-    uint32_t poison_left = 0;  ///< ... and how many are left (going down) ...
-    TimePoint poison_at;       ///< ... and when the next burst may go ...
+    bool cm = false;            ///< paired from RDMA CM
+    uint32_t unasked = 0;       ///< egress: packets sent since the last one with AckReq
+    uint32_t local_peer = 0;    ///< ingress: the peer its flow is carried to (Flow::peer)
+    uint32_t max_req_len = 0;   ///< ingress: the largest request seen (IP bytes)
+    bool dead = false;          ///< failed by a peer restart (on_peer_restart)
+    bool poison_wan = false;    ///< its poison goes to the remote host (ingress) ...
+    uint32_t poison_psn = 0;    ///< ... the next PSN to poison ...
+    uint32_t poison_left = 0;   ///< ... and how many are left (going down) ...
+    TimePoint poison_at;        ///< ... and when the next burst may go ...
     uint32_t poison_top = 0;    ///< ... the range: from this PSN down ...
     uint32_t poison_count = 0;  ///< ... this many PSNs ...
     uint8_t poison_rounds = 0;  ///< ... and how many more times the whole range goes

@@ -13,8 +13,8 @@
 //    host B receives carries its own PSN's payload and RETH, and host B
 //    (an RC responder) takes them in PSN order only.
 #include <array>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -90,7 +90,9 @@ class Input {
   Input(const uint8_t* d, size_t n) : d_(d), n_(n) {}
   bool empty() const { return i_ >= n_; }
   uint8_t u8() { return i_ < n_ ? d_[i_++] : 0; }
-  uint32_t u24() { return static_cast<uint32_t>(u8()) << 16 | static_cast<uint32_t>(u8()) << 8 | u8(); }
+  uint32_t u24() {
+    return static_cast<uint32_t>(u8()) << 16 | static_cast<uint32_t>(u8()) << 8 | u8();
+  }
   uint32_t u32() { return u24() << 8 | u8(); }
   Buf bytes(size_t max) {
     const size_t k = std::min<size_t>(u8() % (max + 1), n_ - std::min(i_, n_));
@@ -234,9 +236,13 @@ struct Sim {
       if (gb.blocked(peer(r.peer), 10 + r.peer)) break;
       if (std::getenv("SPLIT_FUZZ_TRACE") != nullptr && r.peer == 1) {
         roce::RocePacket t;
-        const bool ok = roce::parse_ip({r.bytes.data(), r.bytes.size()}, t) == roce::ParseError::kOk;
+        const bool ok =
+            roce::parse_ip({r.bytes.data(), r.bytes.size()}, t) == roce::ParseError::kOk;
         std::fprintf(stderr, "A->B record: %s op %02x psn %06x\n", ok ? "pkt" : "ctl",
-                     ok ? t.bth.opcode : r.bytes.empty() ? 0 : r.bytes[0], ok ? t.bth.psn : 0);
+                     ok                ? t.bth.opcode
+                     : r.bytes.empty() ? 0
+                                       : r.bytes[0],
+                     ok ? t.bth.psn : 0);
       }
       if (!gb.on_wan(peer(r.peer), 10 + r.peer, r.bytes.data(),
                      static_cast<uint32_t>(r.bytes.size()), clock.now())) {

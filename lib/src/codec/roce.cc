@@ -527,8 +527,8 @@ size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
     p += kIethLen;
   }
   // A CNP's 16 reserved bytes are zero unless the caller passes 16 of its own.
-  if (data_len > 0 && ((info.mask & kHasPayload) || (info.transport == Transport::kCnp &&
-                                                      s.payload.size() == kCnpPayloadLen))) {
+  if (data_len > 0 && ((info.mask & kHasPayload) ||
+                       (info.transport == Transport::kCnp && s.payload.size() == kCnpPayloadLen))) {
     std::memcpy(p, s.payload.data(), data_len);
   }
   p += data_len + pad;  // CNP payload and pad bytes stay zero

@@ -257,7 +257,7 @@ struct RocePacket {
   Deth deth;
   uint32_t xrc_srq = 0;  ///< XRCETH: the XRC SRQ number (24 bits)
   uint32_t feth = 0;     ///< FETH (FLUSH): selectivity level and placement type bits
-  uint32_t icrc = 0;  ///< as found on the wire (little-endian CRC value)
+  uint32_t icrc = 0;     ///< as found on the wire (little-endian CRC value)
 
   bool has(HeaderMask m) const { return (headers & m) != 0; }
   uint8_t ecn() const { return tos & 0x3; }

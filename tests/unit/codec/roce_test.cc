@@ -80,7 +80,7 @@ TEST(OpcodeTable, KnownOpcodesAndHeaders) {
   EXPECT_STREQ(opcode_info(0xa4).name, "XRC_SEND_ONLY");
   EXPECT_EQ(opcode_info(0xa4).transport, Transport::kXrc);
   EXPECT_EQ(opcode_info(0xa4).ext_len, kXrcEthLen);
-  EXPECT_EQ(opcode_info(0xaa).ext_len, kXrcEthLen + kRethLen);  // RDMA WRITE only
+  EXPECT_EQ(opcode_info(0xaa).ext_len, kXrcEthLen + kRethLen);       // RDMA WRITE only
   EXPECT_EQ(opcode_info(0xb4).ext_len, kXrcEthLen + kAtomicEthLen);  // fetch-add
   EXPECT_EQ(opcode_info(0xb1).ext_len, kAethLen);  // XRC ACK: no XRCETH on responses
   EXPECT_EQ(opcode_info(0xb5).name, nullptr);

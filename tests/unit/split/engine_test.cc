@@ -755,7 +755,7 @@ TEST_F(EngineTest, CmMtuTranslationBetween4096And1024) {
 // nothing of the flow is carried or relayed any more.
 TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   pair();
-  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));  // ACKed at once
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));   // ACKed at once
   ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 2, false)));  // ACK deferred
   ASSERT_EQ(ia_.local.size(), 1U);
   ia_.local.clear();
@@ -854,8 +854,8 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
   // its oldest unacknowledged PSN) it gets a fatal NAK there, and only there.
   auto late = [&](uint32_t psn) {
     const Bytes r = request(op::kRcWriteOnly, psn, true);
-    EXPECT_TRUE(gb_.on_wan(nullptr, fwd_.stream, r.data(), static_cast<uint32_t>(r.size()),
-                           clock_.now()));
+    EXPECT_TRUE(
+        gb_.on_wan(nullptr, fwd_.stream, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
   };
   late(kPsn + 7);  // a burst seen from its middle
   late(kPsn + 8);
@@ -897,11 +897,12 @@ TEST_F(EngineTest, PeerRestartLeavesOtherPeersAndPassthroughFlows) {
 // thousands would lose the one at the host's expected PSN.
 TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
   pair();
-  for (uint32_t i = 1; i <= 40; ++i) ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
+  for (uint32_t i = 1; i <= 40; ++i)
+    ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
   ia_.wan.clear();
   ia_.local.clear();
   ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
-  EXPECT_EQ(ia_.wan.size(), 32U);  // 16 PSNs, two requests each
+  EXPECT_EQ(ia_.wan.size(), 32U);                                      // 16 PSNs, two requests each
   EXPECT_EQ(parse(ia_.wan.front()).bth.psn, roce::psn_add(kPsn, 41));  // the next expected
   EXPECT_EQ(ga_.next_timeout(), clock_.now() + Duration::from_ms(2));
   clock_.advance(Duration::from_ms(1));
