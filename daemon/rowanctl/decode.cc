@@ -108,6 +108,8 @@ nlohmann::ordered_json decode_frame(uint64_t frame_no, int linktype,
                        {"compare", p.atomic_eth.compare}};
   }
   if (p.has(roce::kHasAtomicAckEth)) j["atomic_ack"] = p.atomic_ack;
+  if (p.has(roce::kHasXrcEth)) j["xrc_srq"] = p.xrc_srq;
+  if (p.has(roce::kHasFeth)) j["feth"] = p.feth;
   j["payload_len"] = p.payload_len;
   // As Wireshark shows it: the four ICRC bytes in wire order.
   j["icrc"] = hex32(__builtin_bswap32(p.icrc));

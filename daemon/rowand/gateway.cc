@@ -367,7 +367,9 @@ void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
 
 // The peer restarted (its handshake carries a new incarnation): its transport
 // state is gone, so ours goes too and both start from scratch. What was in
-// flight is lost; the hosts' own transports retransmit it. Rare: allocates.
+// flight is lost; the hosts' own transports retransmit it (passthrough), and
+// split flows through the peer are failed (SplitEngine::on_peer_restart).
+// Rare: allocates.
 void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
   peer.peer_restarts_seen = peer.secure->secure_stats().peer_restarts;
   try {
@@ -390,6 +392,8 @@ void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
   }
   peer.last_rx_packets = 0;
   ++peer.transport_resets;
+  // Split flows through it lost what it held: their hosts' QPs are failed.
+  split_->on_peer_restart(&peer, idx, now);
 }
 
 bool Gateway::poll(TimePoint now) noexcept {
@@ -555,8 +559,16 @@ bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
   key.kind = key.proto == 6 ? FlowKind::kTcp : FlowKind::kUdp;
   if (key.proto == 17 && key.dport == roce::kRoceV2Port) {
     roce::RocePacket p;
-    if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) return false;
     key.kind = FlowKind::kRoce;
+    if (roce::parse_ip({ip, len}, p) != roce::ParseError::kOk) {
+      // An opcode rowan does not know (a vendor's, a newer IBA one) is not
+      // malformed: with its BTH there it is carried as it is (passthrough).
+      const uint32_t bth = l4 + 8;
+      if (len < bth + roce::kBthLen) return false;
+      key.qp = (uint32_t{ip[bth + 5]} << 16) | (uint32_t{ip[bth + 6]} << 8) | ip[bth + 7];
+      key.sport = key.dport = 0;
+      return true;
+    }
     key.qp = p.bth.dest_qp;
     key.sport = key.dport = 0;  // the UDP source port is per-QP entropy, not identity
   }

@@ -59,7 +59,7 @@ enum class Drop : uint8_t {
   kToGateway,      ///< addressed to the gateway itself (not served)
   kNoRoute,        ///< no [[route]] covers the destination
   kOversize,       ///< larger than [local] mtu
-  kMalformedRoce,  ///< UDP/4791 that does not parse as RoCEv2
+  kMalformedRoce,  ///< UDP/4791 too short for a BTH (other parse failures are carried)
   kFlowTableFull,
   kBacklog,          ///< the peer's send buffer is full
   kPeerDown,         ///< no transport to the route's peer

@@ -28,6 +28,26 @@ constexpr uint32_t kEgressSlots = 1024;
 // estimate then takes over; its floor stays RequesterConfig::rto).
 constexpr Duration kEgressInitialRto = Duration::from_ms(50);
 constexpr uint16_t kDefaultSport = 0xC000;
+// A peer restart fails flows with Remote Operational Error: the data the
+// dead gateway held is gone, nothing the requester did was wrong.
+constexpr uint8_t kRestartSyndrome = split::syndrome::nak(roce::NakCode::kRemoteOperationalError);
+// QP-failing requests go highest PSN first (the host most likely had all but
+// the tail) and paced: a burst of a thousand frames toward a host overflows
+// what is on the way (a restarted gateway holds only a few frames per host
+// until ARP resolves it; a soft-RoCE guest's NIC ring) and loses the one
+// that counts. 16 per 2 ms: 4,096 in about half a second.
+constexpr uint32_t kPoisonBurst = 16;
+constexpr Duration kPoisonInterval = Duration::from_ms(2);
+// And the whole range three times, 200 ms apart: the first round meets a
+// restarted gateway that does not know the host's MAC yet and keeps only a
+// few frames while it asks (seen on the testbed: ibv_rc_pingpong's client
+// side never failed after one round).
+constexpr uint8_t kPoisonRounds = 3;
+constexpr Duration kPoisonRoundGap = Duration::from_ms(200);
+// CNPs go in DSCP 48, the class RoCE fabrics give them (mlx5's default
+// cnp_dscp; the fabric maps it to a priority of its own), so a congested
+// data class does not delay them.
+constexpr uint8_t kCnpTos = 48 << 2;
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
 constexpr uint8_t kCmRemoteSplit = 0x02;  // the peer gateway said its route is split
@@ -216,6 +236,7 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
       ++stats_.flows_tracked;
     }
     sf->last_active = now;
+    sf->dscp_tos = p.tos & 0xFC;  // answers go in the requester's class (ECN bits: not ECT)
     learn_pmtu(*sf, p);
     if (sf->role == Role::kIngress) return ingress_request(*sf, flow, p, ip, len, now);
     if (sf->role != Role::kTracking) return false;
@@ -285,6 +306,10 @@ bool SplitEngine::ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePac
 
 bool SplitEngine::egress_from_responder(SplitFlow& sf, const roce::RocePacket& p,
                                         TimePoint now) noexcept {
+  if (sf.dead) {  // the answers to the poison, or to what came before it
+    ++stats_.dead_dropped;
+    return true;
+  }
   split::Requester& rq = *sf.requester;
   sf.last_active = now;
   learn_pmtu(sf, p);
@@ -388,6 +413,10 @@ void SplitEngine::track_ack(const roce::RocePacket& p) noexcept {
 bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
                                       uint32_t len, TimePoint now) noexcept {
   const uint8_t op = p.bth.opcode;
+  if (sf.dead) {  // the remote host's answers to what the dead gateway held, or to the poison
+    ++stats_.dead_dropped;
+    return true;
+  }
   if (op == roce::op::kRcAck) {
     const roce::AethKind kind = p.aeth.kind();
     if (kind == roce::AethKind::kNak &&
@@ -421,7 +450,13 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
 bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const uint8_t* ip,
                                  uint32_t len, TimePoint now) noexcept {
   sf.last_active = now;
+  sf.dscp_tos = p.tos & 0xFC;
   split::Requester& rq = *sf.requester;
+  if (sf.dead) {
+    fail_remote_requester(sf, p.bth.psn, now);
+    ++stats_.dead_dropped;
+    return true;
+  }
   if (rq.failed()) {
     ++stats_.requests_dropped;
     return true;
@@ -521,6 +556,7 @@ void SplitEngine::send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint3
   s.src = sf.fwd.dst;  // as if the remote host answered
   s.dst = sf.fwd.src;
   s.udp_sport = sf.udp_sport;
+  s.tos = sf.dscp_tos;  // as an RNIC answers: in the traffic class of the request
   s.bth.opcode = roce::op::kRcAck;
   s.bth.dest_qp = sf.rev_qp;
   s.bth.psn = psn & roce::kPsnMask;
@@ -550,6 +586,7 @@ void SplitEngine::send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now
     s.src = sf.fwd.dst;
     s.dst = sf.fwd.src;
     s.udp_sport = sf.udp_sport;
+    s.tos = kCnpTos;
     s.bth.opcode = roce::op::kCnp;
     s.bth.dest_qp = sf.rev_qp;
     s.bth.becn = true;
@@ -622,6 +659,121 @@ void SplitEngine::report_failure(SplitFlow& sf, TimePoint now) noexcept {
 }
 
 // ---------------------------------------------------------------------------
+// A peer gateway restarted
+
+void SplitEngine::on_peer_restart(const PeerState* peer, uint32_t peer_idx,
+                                  TimePoint now) noexcept {
+  ++stats_.peer_restarts;
+  for (SplitFlow& sf : active()) {
+    if (sf.dead) continue;
+    if (sf.role == Role::kIngress && sf.local_peer == peer_idx) {
+      // The peer's egress held (or had on the way) requests we acknowledged.
+      split::Reply r;
+      sf.responder.fail_now(kRestartSyndrome, r);
+      if (r.send) ++stats_.restart_naks;
+      send_reply(sf, r, now);
+      // The remote responder host got some prefix of them: its expected PSN
+      // is at most ours and, unless the dead gateway held more than
+      // kPoisonSpan packets, at least kPoisonSpan before it.
+      const uint32_t expected = sf.responder.expected_psn();
+      const int32_t since_base = roce::psn_diff(expected, sf.responder.base_psn());
+      const uint32_t span =
+          std::min<uint32_t>(since_base > 0 ? static_cast<uint32_t>(since_base) : 0, kPoisonSpan);
+      sf.poison_wan = true;
+      sf.poison_top = expected;  // down to expected - span
+      sf.poison_count = span + 1;
+    } else if (sf.role == Role::kEgress && sf.peer == peer) {
+      // The peer's ingress acknowledged requests we never got: a hole at
+      // next_psn(). The local responder expects a PSN in the window.
+      split::Requester& rq = *sf.requester;
+      rq.abandon(kRestartSyndrome);
+      sf.poison_wan = false;
+      sf.poison_top = rq.next_psn();  // down to the oldest unacknowledged one
+      sf.poison_count = static_cast<uint32_t>(roce::psn_diff(rq.next_psn(), rq.oldest_psn())) + 1;
+      if (sf.stalled) {
+        sf.stalled = false;
+        --stalled_;
+      }
+    } else {
+      continue;  // tracking flows are passthrough: end to end already
+    }
+    sf.dead = true;
+    sf.poison_psn = sf.poison_top;
+    sf.poison_left = sf.poison_count;
+    sf.poison_rounds = kPoisonRounds - 1;
+    sf.poison_at = now;
+    ++stats_.restart_failed;
+    send_poison(sf, now);
+  }
+  if (held_n_ > 0) release_held(now);  // DREQs waiting for a flow that failed
+}
+
+// The remote requester's requests reach a dead egress flow in passthrough
+// through the restarted gateway. Its QP may never time out (rxe retries
+// forever at retry_cnt 7, which ibv_rc_pingpong uses), so it gets a fatal
+// NAK -- but only at its oldest unacknowledged PSN: a NAK acknowledges every
+// PSN before it. A requester goes back to that PSN at each retransmission,
+// so the lowest PSN seen, seen again, is it (the first burst seen may have
+// begun before the new session was up).
+void SplitEngine::fail_remote_requester(SplitFlow& sf, uint32_t psn, TimePoint now) noexcept {
+  sf.last_active = now;
+  if (sf.dead_min_seen == 0 || psn_lt(psn, sf.dead_min_psn)) {
+    sf.dead_min_psn = psn;
+    sf.dead_min_seen = 1;
+    return;
+  }
+  if (psn != sf.dead_min_psn) return;
+  if (sf.dead_min_seen < 2) ++sf.dead_min_seen;
+  send_aeth(sf, kRestartSyndrome, psn, 0, now, true);
+  ++stats_.restart_naks;
+  sf.dead_told = true;
+}
+
+void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
+  if (now < sf.poison_at) return;
+  sf.poison_at = now + kPoisonInterval;
+  roce::FrameSpec s;
+  s.with_eth = false;
+  s.src = sf.fwd.src;  // as the requester host would send it
+  s.dst = sf.fwd.dst;
+  s.udp_sport = sf.udp_sport;
+  s.tos = sf.dscp_tos;
+  s.bth.dest_qp = sf.fwd.qp;
+  // Two at each PSN: a SEND only with invalidate of R_Key 0 and no payload
+  // takes the host's posted receive and completes it with an error (an
+  // application that ignores flushed receives, like rping, sees that one);
+  // without a receive posted it is RNR-NAKed and the WRITE only that
+  // follows (R_Key 0, a DMA length of 1 and no payload) fails the QP.
+  static constexpr uint8_t kOps[] = {roce::op::kRcSendOnlyInv, roce::op::kRcWriteOnly};
+  s.ieth = 0;
+  s.reth.va = 0;
+  s.reth.rkey = 0;
+  s.reth.dma_len = 1;
+  for (uint32_t i = 0; i < kPoisonBurst && sf.poison_left > 0; ++i) {
+    s.bth.psn = sf.poison_psn;
+    for (const uint8_t opcode : kOps) {
+      s.bth.opcode = opcode;
+      const size_t n = roce::build(s, frame_);
+      if (n == 0) continue;
+      if (sf.poison_wan) {
+        if (!io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now)) return;  // no room
+      } else {
+        io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+      }
+      ++stats_.poison_sent;
+    }
+    sf.poison_psn = psn_add(sf.poison_psn, -1);
+    --sf.poison_left;
+  }
+  if (sf.poison_left == 0 && sf.poison_rounds > 0) {
+    --sf.poison_rounds;
+    sf.poison_psn = sf.poison_top;
+    sf.poison_left = sf.poison_count;
+    sf.poison_at = now + kPoisonRoundGap;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Timers, back-pressure, housekeeping
 
 bool SplitEngine::egress_full(const SplitFlow& sf) noexcept {
@@ -669,6 +821,10 @@ void SplitEngine::poll(TimePoint now) noexcept {
   if (held_n_ > 0) release_held(now);
   if (used_ == 0) return;
   for (SplitFlow& sf : active()) {
+    if (sf.dead) {
+      if (sf.poison_left > 0) send_poison(sf, now);
+      continue;
+    }
     if (sf.role == Role::kIngress) {
       if (sf.responder.next_timeout() > now) continue;
       sf.responder.set_short_of_room(io_.short_of_room(sf.local_peer, window_bytes(sf)));
@@ -695,6 +851,10 @@ TimePoint SplitEngine::next_timeout() const noexcept {
   }
   if (used_ == 0) return t;
   for (const SplitFlow& sf : active()) {
+    if (sf.dead) {
+      if (sf.poison_left > 0) t = std::min(t, sf.poison_at);
+      continue;
+    }
     if (sf.role == Role::kIngress) t = std::min(t, sf.responder.next_timeout());
     if (sf.role == Role::kEgress) t = std::min(t, sf.requester->next_timeout());
   }
@@ -920,12 +1080,14 @@ void SplitEngine::expire(TimePoint cutoff) noexcept {
   bool any = false;
   for (SplitFlow& sf : active()) {
     if (sf.role == Role::kFree) continue;
+    if (sf.poison_left > 0) continue;  // a dead flow still failing its hosts' QPs
     // A QP error: the failure went back to the requester (ingress) or was
     // reported to the peer gateway (egress); the QPs are in the error state.
+    // A dead egress flow (a peer restart) waits to NAK the remote requester.
     const bool failed =
         (sf.role == Role::kIngress && sf.responder.failed() &&
          (sf.responder.stats().failed_requests > 0 || sf.responder.stats().fatal_relayed > 0)) ||
-        (sf.role == Role::kEgress && sf.requester->failed());
+        (sf.role == Role::kEgress && sf.requester->failed() && (!sf.dead || sf.dead_told));
     if (failed) {
       ++stats_.failed_released;
     } else {
@@ -955,7 +1117,8 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
         {"responder_qp", sf.fwd.qp},
         {"requester_qp", sf.rev_qp},
         {"pmtu", sf.pmtu},
-        {"paired_by", sf.cm ? "cm" : "ack"}};
+        {"paired_by", sf.cm ? "cm" : "ack"},
+        {"dead", sf.dead}};
     if (sf.role == Role::kIngress) {
       const split::ResponderStats& s = sf.responder.stats();
       f["expected_psn"] = sf.responder.expected_psn();
@@ -1019,6 +1182,11 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"dreq_hold_expired", s.dreq_hold_expired},
            {"dreqs_held_early", s.dreqs_held_early},
            {"dreqs_waiting", held_n_},
+           {"peer_restarts", s.peer_restarts},
+           {"restart_failed", s.restart_failed},
+           {"restart_naks", s.restart_naks},
+           {"poison_sent", s.poison_sent},
+           {"dead_dropped", s.dead_dropped},
            {"cm_connections", cm_.size()},
            {"flows", flows}};
 }

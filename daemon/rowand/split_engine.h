@@ -123,6 +123,12 @@ struct SplitStats {
   uint64_t dreq_hold_expired = 0;  ///< ... and delivered after kDreqHoldMax instead
   uint64_t dreqs_held_early = 0;   ///< held before the egress flow had started (its control
                                    ///< record was still on the way, e.g. behind a WAN loss)
+  // A peer gateway restarted (on_peer_restart, docs/split-mode.md "A gateway restart").
+  uint64_t peer_restarts = 0;   ///< new incarnations of a peer seen
+  uint64_t restart_failed = 0;  ///< split flows failed because their peer restarted
+  uint64_t restart_naks = 0;    ///< ... fatal NAKs sent at once to a local requester
+  uint64_t poison_sent = 0;     ///< QP-failing requests sent to a host's responder
+  uint64_t dead_dropped = 0;    ///< packets of such a failed flow consumed (not passed on)
 };
 
 class SplitEngine {
@@ -156,6 +162,31 @@ class SplitEngine {
   /// A stream that blocked() held and that may be read again.
   bool take_unblocked(PeerState** peer, uint64_t* stream) noexcept;
 
+  /// The peer gateway `peer` (its index `peer_idx`, Flow::peer) came back as
+  /// a new incarnation and its transport was reset: what it held of our
+  /// split flows (requests we acknowledged locally, requests it
+  /// acknowledged to its hosts) may be lost. Fails every split flow through
+  /// it so that both hosts' QPs go to the error state and the applications
+  /// see an error, never a hole (docs/split-mode.md "A gateway restart"):
+  /// - ingress (a local requester): a fatal NAK (Remote Operational Error)
+  ///   at its oldest unacknowledged PSN now, or at its next request; and
+  ///   toward the remote responder host, a QP-failing request at each PSN
+  ///   it may expect (our next expected PSN and the kPoisonSpan before it,
+  ///   highest first, paced);
+  /// - egress (a local responder): nothing more is re-originated, and the
+  ///   local host gets a QP-failing request at each PSN it may expect (the
+  ///   egress window), so a host that only waits for a message fails too;
+  ///   the remote requester, whose requests now come in passthrough, gets a
+  ///   fatal NAK at its oldest unacknowledged PSN once that is known (the
+  ///   lowest PSN it sent seen twice).
+  /// The failed flows consume their packets until they are released.
+  /// Called from the packet loop on the restart signal (rare).
+  void on_peer_restart(const PeerState* peer, uint32_t peer_idx, TimePoint now) noexcept;
+  /// PSNs before the next expected one that a restart poisons at the remote
+  /// responder (its expected PSN is within them unless more than this many
+  /// packets were in the dead gateway's memory).
+  static constexpr uint32_t kPoisonSpan = 4096;
+
   /// Timers: coalesced ACKs, retransmissions, RNR waits.
   void poll(TimePoint now) noexcept;
   TimePoint next_timeout() const noexcept;
@@ -188,6 +219,7 @@ class SplitEngine {
     uint32_t rev_qp = 0;  ///< the requester's QP (0: not yet known)
     uint32_t pmtu = 0;    ///< learnt from full-size packets (0: unknown)
     uint16_t udp_sport = 0;
+    uint8_t dscp_tos = 0;  ///< the requester's DSCP (<< 2): its ACKs/NAKs go in that class
     split::PairingTracker pairing;
     split::Responder responder;
     std::unique_ptr<split::Requester> requester;
@@ -196,10 +228,21 @@ class SplitEngine {
     PeerState* peer = nullptr;  ///< egress: where the records come from
     uint64_t stream = 0;
     bool stalled = false;
-    bool cm = false;           ///< paired from RDMA CM
-    uint32_t unasked = 0;      ///< egress: packets sent since the last one with AckReq
-    uint32_t local_peer = 0;   ///< ingress: the peer its flow is carried to (Flow::peer)
-    uint32_t max_req_len = 0;  ///< ingress: the largest request seen (IP bytes)
+    bool cm = false;            ///< paired from RDMA CM
+    uint32_t unasked = 0;       ///< egress: packets sent since the last one with AckReq
+    uint32_t local_peer = 0;    ///< ingress: the peer its flow is carried to (Flow::peer)
+    uint32_t max_req_len = 0;   ///< ingress: the largest request seen (IP bytes)
+    bool dead = false;          ///< failed by a peer restart (on_peer_restart)
+    bool poison_wan = false;    ///< its poison goes to the remote host (ingress) ...
+    uint32_t poison_psn = 0;    ///< ... the next PSN to poison ...
+    uint32_t poison_left = 0;   ///< ... and how many are left (going down) ...
+    TimePoint poison_at;        ///< ... and when the next burst may go ...
+    uint32_t poison_top = 0;    ///< ... the range: from this PSN down ...
+    uint32_t poison_count = 0;  ///< ... this many PSNs ...
+    uint8_t poison_rounds = 0;  ///< ... and how many more times the whole range goes
+    uint32_t dead_min_psn = 0;  ///< dead egress: the remote requester's lowest PSN seen ...
+    uint8_t dead_min_seen = 0;  ///< ... how often (2: its oldest unacknowledged one)
+    bool dead_told = false;     ///< ... and a fatal NAK went to it
     TimePoint last_active;
   };
 
@@ -233,6 +276,18 @@ class SplitEngine {
   void send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool window_full,
                    TimePoint now) noexcept;
   void report_failure(SplitFlow& sf, TimePoint now) noexcept;
+  /// Sends up to a burst of a dead flow's QP-failing requests, two per PSN:
+  /// a SEND only with invalidate of R_Key 0 without payload (it completes
+  /// the host's posted receive with an error), and an RDMA WRITE only with
+  /// R_Key 0 and a DMA length its empty payload does not have. At the
+  /// responder's expected PSN an RC responder answers them with a class C
+  /// or J error (NAK invalid request or remote access error) and moves the
+  /// QP to the error state; at any other PSN they are duplicates, ACKed
+  /// again, or out of sequence, NAKed once; nothing is ever written.
+  void send_poison(SplitFlow& sf, TimePoint now) noexcept;
+  /// A request from the remote requester of a dead egress flow: a fatal NAK
+  /// once its PSN is known to be the oldest it has unacknowledged.
+  void fail_remote_requester(SplitFlow& sf, uint32_t psn, TimePoint now) noexcept;
   void learn_pmtu(SplitFlow& sf, const roce::RocePacket& p) noexcept;
   bool on_cm(const roce::RocePacket& p, bool from_local, bool split_route, TimePoint now) noexcept;
   /// The path MTU the local host `host` uses on QP `qpn` (CM), 0 if unknown.

@@ -266,8 +266,9 @@ TEST_F(PassthroughTest, MalformedFramesAreCountedAndDroppedWhileTrafficFlows) {
   ASSERT_EQ(mac.size(), 17u);
   const uint64_t roce_before = drops('a', "malformed_roce");
   const uint64_t ip_before = drops('a', "malformed_ip");
-  // A RoCEv2 packet with opcode 0xff (48 bytes of IP), and an IPv4 header
-  // whose total length exceeds the frame.
+  // A RoCEv2 packet with opcode 0xff (48 bytes of IP: an opcode rowan does
+  // not know, carried as it is), an IPv4 header whose total length exceeds
+  // the frame, and a RoCEv2 packet too short for a BTH (dropped).
   const std::string send =
       "/usr/bin/python3 -c \"from scapy.all import *; s=conf.L2socket(iface='eth0'); "
       "e=Ether(dst='" +
@@ -283,7 +284,8 @@ TEST_F(PassthroughTest, MalformedFramesAreCountedAndDroppedWhileTrafficFlows) {
   for (int i = 0; i < 5; ++i) ASSERT_EQ(exec('a', send).status, 0);
   const ShellResult ping = exec('a', "ping -c 3 -i 0.2 -q 198.18.2.10");
   EXPECT_EQ(ping.status, 0) << "traffic stopped after malformed frames";
-  EXPECT_GE(drops('a', "malformed_roce") - roce_before, 10u);
+  EXPECT_GE(drops('a', "malformed_roce") - roce_before, 5u);
+  EXPECT_LT(drops('a', "malformed_roce") - roce_before, 10u) << "an unknown opcode was dropped";
   EXPECT_GE(drops('a', "malformed_ip") - ip_before, 5u);
 }
 

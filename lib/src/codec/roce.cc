@@ -23,6 +23,8 @@ constexpr uint8_t kIpProtoUdp = 17;
 
 constexpr uint16_t ext_len_of(uint16_t mask) {
   uint16_t n = 0;
+  if (mask & kHasXrcEth) n += kXrcEthLen;
+  if (mask & kHasFeth) n += kFethLen;
   if (mask & kHasDeth) n += kDethLen;
   if (mask & kHasReth) n += kRethLen;
   if (mask & kHasAtomicEth) n += kAtomicEthLen;
@@ -70,6 +72,31 @@ constexpr const char* kUcNames[] = {"UC_SEND_FIRST",       "UC_SEND_MIDDLE",
                                     "UC_RDMA_WRITE_LAST",  "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
                                     "UC_RDMA_WRITE_ONLY",  "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"};
 
+constexpr const char* kXrcNames[] = {"XRC_SEND_FIRST",
+                                     "XRC_SEND_MIDDLE",
+                                     "XRC_SEND_LAST",
+                                     "XRC_SEND_LAST_WITH_IMMEDIATE",
+                                     "XRC_SEND_ONLY",
+                                     "XRC_SEND_ONLY_WITH_IMMEDIATE",
+                                     "XRC_RDMA_WRITE_FIRST",
+                                     "XRC_RDMA_WRITE_MIDDLE",
+                                     "XRC_RDMA_WRITE_LAST",
+                                     "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+                                     "XRC_RDMA_WRITE_ONLY",
+                                     "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+                                     "XRC_RDMA_READ_REQUEST",
+                                     "XRC_RDMA_READ_RESPONSE_FIRST",
+                                     "XRC_RDMA_READ_RESPONSE_MIDDLE",
+                                     "XRC_RDMA_READ_RESPONSE_LAST",
+                                     "XRC_RDMA_READ_RESPONSE_ONLY",
+                                     "XRC_ACKNOWLEDGE",
+                                     "XRC_ATOMIC_ACKNOWLEDGE",
+                                     "XRC_CMP_SWAP",
+                                     "XRC_FETCH_ADD",
+                                     nullptr,
+                                     "XRC_SEND_LAST_WITH_INVALIDATE",
+                                     "XRC_SEND_ONLY_WITH_INVALIDATE"};
+
 constexpr OpcodeTable make_table() {
   OpcodeTable t;
   const Transport rc = Transport::kRc;
@@ -99,6 +126,20 @@ constexpr OpcodeTable make_table() {
         kIsRequest | kHasPayload | kIsOnly | kHasDeth);
   t.set(op::kUdSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", Transport::kUd,
         kIsRequest | kHasPayload | kIsOnly | kHasDeth | kHasImmDt);
+
+  // IBA 1.5 (rxe in Linux 6.2+): FLUSH is answered with a zero-length READ
+  // response, ATOMIC WRITE with an ACK.
+  t.set(op::kRcFlush, "RC_FLUSH", rc, kIsRequest | kIsOnly | kHasFeth | kHasReth);
+  t.set(op::kRcAtomicWrite, "RC_ATOMIC_WRITE", rc, kIsRequest | kIsOnly | kHasReth | kHasPayload);
+
+  // XRC: the RC operations at 0xa0 + code; requests carry an XRCETH right
+  // after the BTH, responses are as RC's.
+  for (uint32_t code = 0; code <= op::kRcSendOnlyInv; ++code) {
+    const OpcodeInfo& r = t.e[code];
+    if (r.name == nullptr) continue;
+    const uint16_t mask = (r.mask & kIsRequest) ? (r.mask | kHasXrcEth) : r.mask;
+    t.set(static_cast<uint8_t>(op::kXrcBase + code), kXrcNames[code], Transport::kXrc, mask);
+  }
 
   t.set(op::kCnp, "CNP", Transport::kCnp, kIsOnly, kCnpPayloadLen);
   return t;
@@ -167,6 +208,14 @@ ParseError parse_l4(const uint8_t* d, uint32_t end, RocePacket& out) noexcept {
     return end < p + info.ext_len ? ParseError::kTruncatedExtHeaders : ParseError::kTruncatedIcrc;
   }
   out.headers = info.mask;
+  if (info.mask & kHasXrcEth) {
+    out.xrc_srq = load_be24(d + p + 1);
+    p += kXrcEthLen;
+  }
+  if (info.mask & kHasFeth) {
+    out.feth = load_be32(d + p);
+    p += kFethLen;
+  }
   if (info.mask & kHasDeth) {
     out.deth.qkey = load_be32(d + p);
     out.deth.src_qp = load_be24(d + p + 5);
@@ -431,6 +480,14 @@ size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
   b[8] = s.bth.ack_req ? 0x80 : 0;
   store_be24(b + 9, s.bth.psn & kPsnMask);
   uint8_t* p = b + kBthLen;
+  if (info.mask & kHasXrcEth) {
+    store_be24(p + 1, s.xrc_srq & kPsnMask);
+    p += kXrcEthLen;
+  }
+  if (info.mask & kHasFeth) {
+    store_be32(p, s.feth);
+    p += kFethLen;
+  }
   if (info.mask & kHasDeth) {
     store_be32(p, s.deth.qkey);
     store_be24(p + 5, s.deth.src_qp & kPsnMask);
@@ -467,8 +524,8 @@ size_t build(const FrameSpec& s, std::span<uint8_t> buf) noexcept {
     p += kIethLen;
   }
   // A CNP's 16 reserved bytes are zero unless the caller passes 16 of its own.
-  if ((info.mask & kHasPayload) ||
-      (info.transport == Transport::kCnp && s.payload.size() == kCnpPayloadLen)) {
+  if (data_len > 0 && ((info.mask & kHasPayload) ||
+                       (info.transport == Transport::kCnp && s.payload.size() == kCnpPayloadLen))) {
     std::memcpy(p, s.payload.data(), data_len);
   }
   p += data_len + pad;  // CNP payload and pad bytes stay zero

@@ -34,6 +34,8 @@ inline constexpr size_t kAtomicAckEthLen = 8;
 inline constexpr size_t kImmDtLen = 4;
 inline constexpr size_t kIethLen = 4;
 inline constexpr size_t kDethLen = 8;
+inline constexpr size_t kXrcEthLen = 4;  ///< XRC ETH: the XRC SRQ number (24 bits)
+inline constexpr size_t kFethLen = 4;    ///< FLUSH ETH: selectivity and placement type
 inline constexpr size_t kIcrcLen = 4;
 inline constexpr size_t kCnpPayloadLen = 16;
 
@@ -56,7 +58,16 @@ constexpr bool psn_le(uint32_t a, uint32_t b) { return psn_diff(a, b) <= 0; }
 // ---------------------------------------------------------------------------
 // Opcodes.
 
-enum class Transport : uint8_t { kRc = 0, kUc = 1, kRd = 2, kUd = 3, kCnp = 4, kUnknown = 7 };
+/// The opcode's top three bits (IBA table 38; CNP is 0x80).
+enum class Transport : uint8_t {
+  kRc = 0,
+  kUc = 1,
+  kRd = 2,
+  kUd = 3,
+  kCnp = 4,
+  kXrc = 5,
+  kUnknown = 7
+};
 
 /// Which extended headers follow the BTH, in wire order.
 enum HeaderMask : uint16_t {
@@ -74,6 +85,8 @@ enum HeaderMask : uint16_t {
   kIsOnly = 1U << 11,
   kIsRequest = 1U << 12,   ///< sent by the requester
   kIsResponse = 1U << 13,  ///< sent by the responder (ACK, READ response, atomic ACK)
+  kHasXrcEth = 1U << 14,   ///< XRC request: XRCETH right after the BTH
+  kHasFeth = 1U << 15,     ///< FLUSH (IBA 1.5): FETH before the RETH
 };
 
 struct OpcodeInfo {
@@ -85,7 +98,8 @@ struct OpcodeInfo {
   bool valid() const { return name != nullptr; }
 };
 
-/// The per-opcode table: RC, UC, UD and CNP. RD and reserved codes are invalid.
+/// The per-opcode table: RC (with IBA 1.5's FLUSH and ATOMIC WRITE), UC,
+/// UD, XRC and CNP. RD and reserved codes are invalid.
 const OpcodeInfo& opcode_info(uint8_t opcode);
 
 namespace op {
@@ -112,6 +126,9 @@ inline constexpr uint8_t kRcCompareSwap = 0x13;
 inline constexpr uint8_t kRcFetchAdd = 0x14;
 inline constexpr uint8_t kRcSendLastInv = 0x16;
 inline constexpr uint8_t kRcSendOnlyInv = 0x17;
+inline constexpr uint8_t kRcFlush = 0x1c;        ///< IBA 1.5: FETH + RETH, no payload
+inline constexpr uint8_t kRcAtomicWrite = 0x1d;  ///< IBA 1.5: RETH + 8 bytes of payload
+inline constexpr uint8_t kXrcBase = 0xa0;        ///< XRC opcodes: the RC ones + 0xa0
 inline constexpr uint8_t kUcSendOnly = 0x24;
 inline constexpr uint8_t kUcWriteOnly = 0x2a;
 inline constexpr uint8_t kUdSendOnly = 0x64;
@@ -234,7 +251,9 @@ struct RocePacket {
   uint32_t immdt = 0;       ///< immediate data (network order value as a number)
   uint32_t ieth = 0;        ///< R_Key to invalidate
   Deth deth;
-  uint32_t icrc = 0;  ///< as found on the wire (little-endian CRC value)
+  uint32_t xrc_srq = 0;  ///< XRCETH: the XRC SRQ number (24 bits)
+  uint32_t feth = 0;     ///< FETH (FLUSH): selectivity level and placement type bits
+  uint32_t icrc = 0;     ///< as found on the wire (little-endian CRC value)
 
   bool has(HeaderMask m) const { return (headers & m) != 0; }
   uint8_t ecn() const { return tos & 0x3; }
@@ -278,6 +297,8 @@ struct FrameSpec {
   uint32_t immdt = 0;
   uint32_t ieth = 0;
   Deth deth;
+  uint32_t xrc_srq = 0;
+  uint32_t feth = 0;
   std::span<const uint8_t> payload;
 };
 

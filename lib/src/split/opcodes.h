@@ -9,18 +9,21 @@
 namespace rowan::split {
 
 enum class ReqKind : uint8_t {
-  kData,    ///< SEND or RDMA WRITE (first/middle/last/only, imm, inv): the gateway ACKs
-  kRead,    ///< RDMA READ request: forwarded, answered by the remote host
+  kData,    ///< SEND or RDMA WRITE (first/middle/last/only, imm, inv), ATOMIC WRITE: the
+            ///< gateway ACKs (an ATOMIC WRITE is answered with an ACK, like a WRITE)
+  kRead,    ///< RDMA READ request, FLUSH (answered with a READ response only, IBA 1.5):
+            ///< forwarded, answered by the remote host; a FLUSH spans one PSN
   kAtomic,  ///< compare-swap / fetch-add: forwarded, answered by the remote host
   kOther,   ///< not an RC request
 };
 
 constexpr ReqKind request_kind(uint8_t opcode) {
   if (opcode <= roce::op::kRcWriteOnlyImm) return ReqKind::kData;
-  if (opcode == roce::op::kRcSendLastInv || opcode == roce::op::kRcSendOnlyInv) {
+  if (opcode == roce::op::kRcSendLastInv || opcode == roce::op::kRcSendOnlyInv ||
+      opcode == roce::op::kRcAtomicWrite) {
     return ReqKind::kData;
   }
-  if (opcode == roce::op::kRcReadRequest) return ReqKind::kRead;
+  if (opcode == roce::op::kRcReadRequest || opcode == roce::op::kRcFlush) return ReqKind::kRead;
   if (opcode == roce::op::kRcCompareSwap || opcode == roce::op::kRcFetchAdd) {
     return ReqKind::kAtomic;
   }
@@ -44,6 +47,8 @@ constexpr bool ends_message(uint8_t opcode) {
     case roce::op::kRcReadRequest:
     case roce::op::kRcCompareSwap:
     case roce::op::kRcFetchAdd:
+    case roce::op::kRcFlush:
+    case roce::op::kRcAtomicWrite:
       return true;
     default:
       return false;

@@ -140,6 +140,17 @@ class Requester {
   uint64_t bytes_held() const { return bytes_; }
   uint32_t start_psn() const { return start_psn_; }
   uint32_t next_psn() const { return next_psn_; }
+  /// The oldest PSN not yet acknowledged by the remote host (next_psn()
+  /// when nothing is held).
+  uint32_t oldest_psn() const { return count_ > 0 ? at(0).psn : next_psn_; }
+  /// Gives the flow up without a word from the remote host (the peer
+  /// gateway restarted, so the request stream has a hole): nothing more is
+  /// sent, failed() holds from now on with `syndrome`.
+  void abandon(uint8_t syndrome) noexcept {
+    failed_ = true;
+    fatal_syndrome_ = syndrome;
+    timer_ = TimePoint::infinite();
+  }
   bool failed() const { return failed_; }
   uint8_t fatal_syndrome() const { return fatal_syndrome_; }
   Duration srtt() const { return srtt_; }

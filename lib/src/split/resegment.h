@@ -241,9 +241,22 @@ bool RequestSegmenter::feed(const roce::RocePacket& p, Emit&& emit) {
     s.bth.psn = next_out_;
     s.reth = p.reth;
     s.atomic_eth = p.atomic_eth;
+    s.feth = p.feth;
     emit(static_cast<const roce::FrameSpec&>(s));
     next_out_ = roce::psn_add(next_out_, span);
     next_in_ = roce::psn_add(next_in_, psn_span(op, p.reth.dma_len, in_mtu_));
+    return true;
+  }
+  if (op == roce::op::kRcAtomicWrite) {  // 8 bytes in one packet: fits every MTU, as it is
+    if (asm_.mid_message()) asm_.reset(asm_.mtu());
+    mark(p.bth.psn, next_out_);
+    s.bth = p.bth;
+    s.bth.psn = next_out_;
+    s.reth = p.reth;
+    s.payload = p.payload();
+    emit(static_cast<const roce::FrameSpec&>(s));
+    next_out_ = roce::psn_add(next_out_, 1);
+    next_in_ = roce::psn_add(next_in_, 1);
     return true;
   }
   if (detail::starts(op)) {
@@ -283,6 +296,7 @@ bool RequestSegmenter::reissue(const roce::RocePacket& p, Emit&& emit) const {
   s.bth.psn = r->out_psn;
   s.reth = p.reth;
   s.atomic_eth = p.atomic_eth;
+  s.feth = p.feth;
   emit(static_cast<const roce::FrameSpec&>(s));
   return true;
 }

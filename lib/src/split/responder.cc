@@ -101,11 +101,19 @@ Verdict Responder::on_request(const Request& req, bool room, bool over_share, Ti
   const ReqKind kind = request_kind(req.opcode);
   if (!started_ || kind == ReqKind::kOther) return Verdict::kDrop;
   if (failed_) {
+    // The NAK must not pass a PSN the requester has not had acknowledged: a
+    // NAK acknowledges everything before it (rxe completes those work
+    // requests as successful). Past our last ACK it goes at the first PSN
+    // after it; with the base unconfirmed that is unknown (passthrough
+    // packets before it may be lost), and the requester goes back to its
+    // oldest unacknowledged PSN at its ACK timeout, which is NAKed then.
+    ++stats_.failed_requests;
+    const uint32_t first = psn_add(acked_psn_, 1);
+    if (!psn_le(req.psn, first) && !base_confirmed_) return Verdict::kDrop;
     reply.send = true;
     reply.syndrome = fail_syndrome_;
-    reply.psn = req.psn;
-    reply.msn = msn_;
-    ++stats_.failed_requests;
+    reply.psn = psn_le(req.psn, first) ? req.psn : first;
+    reply.msn = acked_msn_;
     return Verdict::kDrop;
   }
   const int32_t d = psn_diff(req.psn, expected_);
@@ -250,6 +258,19 @@ bool Responder::fail_at(uint8_t syndrome, uint32_t psn) noexcept {
   fail(syndrome);
   if (waiting) ++stats_.fatal_relayed;
   return waiting;
+}
+
+void Responder::fail_now(uint8_t syndrome, Reply& reply) noexcept {
+  reply = Reply{};
+  const uint32_t first = psn_add(acked_psn_, 1);
+  const bool unacked = started_ && !failed_ && base_confirmed_ && psn_lt(first, expected_);
+  fail(syndrome);
+  if (!unacked) return;
+  reply.send = true;
+  reply.syndrome = syndrome;
+  reply.psn = first;
+  reply.msn = acked_msn_;
+  ++stats_.fatal_relayed;
 }
 
 void Responder::poll(TimePoint now, Reply& reply) noexcept {

@@ -147,6 +147,13 @@ class Responder {
   /// remote host's answer, instead of leaving it to the requester's next
   /// request (which, behind a READ, comes only after its ACK timeout).
   bool fail_at(uint8_t syndrome, uint32_t psn) noexcept;
+  /// The peer gateway restarted (docs/split-mode.md "A gateway restart"):
+  /// what was accepted here may be lost. Fails the flow like fail(), and
+  /// when packets accepted here are not yet acknowledged locally, fills
+  /// `reply` with a NAK `syndrome` at the first of them (the requester's
+  /// oldest unacknowledged PSN, so the NAK completes nothing as a success).
+  /// Without such packets the requester learns it at its next request.
+  void fail_now(uint8_t syndrome, Reply& reply) noexcept;
 
   /// Whether the gateway is short of room for another window of requests
   /// (window_estimate() packets): ACKs are held meanwhile. The caller sets it
@@ -170,6 +177,7 @@ class Responder {
   bool failed() const { return failed_; }
   bool base_confirmed() const { return base_confirmed_; }
   uint32_t expected_psn() const { return expected_; }
+  uint32_t base_psn() const { return base_; }  ///< the first PSN split (start())
   uint32_t msn() const { return msn_; }
   uint32_t acked_psn() const { return acked_psn_; }  ///< last PSN acknowledged locally
   uint32_t outstanding_reads() const { return nreads_; }

@@ -34,6 +34,8 @@ FrameSpec base_spec(uint8_t opcode, int ip_version, std::span<const uint8_t> pay
   s.immdt = 0xdeadbeef;
   s.ieth = 0x0badf00d;
   s.deth = {0x80010000, 0x000001};
+  s.xrc_srq = 0x00abcd;
+  s.feth = 0x00000011;
   s.payload = payload;
   return s;
 }
@@ -70,9 +72,54 @@ TEST(OpcodeTable, KnownOpcodesAndHeaders) {
   EXPECT_EQ(opcode_info(0x2c).name, nullptr);  // UC has no READ
   EXPECT_EQ(opcode_info(0x40).name, nullptr);  // RD is not supported
   EXPECT_EQ(opcode_info(0xff).name, nullptr);
+  // IBA 1.5 and XRC.
+  EXPECT_STREQ(opcode_info(op::kRcFlush).name, "RC_FLUSH");
+  EXPECT_EQ(opcode_info(op::kRcFlush).ext_len, kFethLen + kRethLen);
+  EXPECT_EQ(opcode_info(op::kRcAtomicWrite).ext_len, kRethLen);
+  EXPECT_NE(opcode_info(op::kRcAtomicWrite).mask & kHasPayload, 0);
+  EXPECT_STREQ(opcode_info(0xa4).name, "XRC_SEND_ONLY");
+  EXPECT_EQ(opcode_info(0xa4).transport, Transport::kXrc);
+  EXPECT_EQ(opcode_info(0xa4).ext_len, kXrcEthLen);
+  EXPECT_EQ(opcode_info(0xaa).ext_len, kXrcEthLen + kRethLen);       // RDMA WRITE only
+  EXPECT_EQ(opcode_info(0xb4).ext_len, kXrcEthLen + kAtomicEthLen);  // fetch-add
+  EXPECT_EQ(opcode_info(0xb1).ext_len, kAethLen);  // XRC ACK: no XRCETH on responses
+  EXPECT_EQ(opcode_info(0xb5).name, nullptr);
   int valid = 0;
   for (int i = 0; i < 256; ++i) valid += opcode_info(static_cast<uint8_t>(i)).valid();
-  EXPECT_EQ(valid, 23 + 12 + 2 + 1);  // RC, UC, UD, CNP
+  EXPECT_EQ(valid, 23 + 2 + 12 + 2 + 23 + 1);  // RC, RC 1.5, UC, UD, XRC, CNP
+}
+
+// The extended headers in wire order: XRCETH right after the BTH, FETH
+// before the RETH.
+TEST(OpcodeTable, XrcEthAndFethComeFirst) {
+  const std::vector<uint8_t> data(8, 0x5a);
+  FrameSpec s = base_spec(0xa6, 4, data);  // XRC RDMA WRITE first
+  s.xrc_srq = 0x00c0de;
+  std::vector<uint8_t> pmtu(256, 1);
+  s.payload = pmtu;
+  std::vector<uint8_t> f = build_vec(s);
+  RocePacket p;
+  ASSERT_EQ(parse_ethernet(f, p), ParseError::kOk);
+  EXPECT_EQ(p.xrc_srq, 0x00c0deu);
+  EXPECT_EQ(f[p.bth_off + kBthLen + 1], 0x00);
+  EXPECT_EQ(f[p.bth_off + kBthLen + 2], 0xc0);
+  EXPECT_EQ(f[p.bth_off + kBthLen + 4 + 8], 0xab);  // the R_Key's first byte
+  EXPECT_EQ(p.payload_off, p.bth_off + kBthLen + kXrcEthLen + kRethLen);
+
+  FrameSpec fl = base_spec(op::kRcFlush, 4, {});
+  fl.feth = 0x00000021;
+  f = build_vec(fl);
+  ASSERT_EQ(parse_ethernet(f, p), ParseError::kOk);
+  EXPECT_EQ(p.feth, 0x21u);
+  EXPECT_EQ(f[p.bth_off + kBthLen + 3], 0x21);
+  EXPECT_EQ(p.reth.rkey, 0xabcdef01u);
+  EXPECT_EQ(p.payload_len, 0u);
+
+  FrameSpec aw = base_spec(op::kRcAtomicWrite, 6, data);
+  f = build_vec(aw);
+  ASSERT_EQ(parse_ethernet(f, p), ParseError::kOk);
+  EXPECT_EQ(p.payload_len, 8u);
+  EXPECT_TRUE(icrc_ok(p));
 }
 
 class RoundTrip : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
@@ -127,6 +174,12 @@ TEST_P(RoundTrip, EveryOpcodeParsesBackToWhatWasBuilt) {
   if (info.mask & kHasDeth) {
     EXPECT_EQ(p.deth.qkey, 0x80010000u);
     EXPECT_EQ(p.deth.src_qp, 1u);
+  }
+  if (info.mask & kHasXrcEth) {
+    EXPECT_EQ(p.xrc_srq, 0x00abcdu);
+  }
+  if (info.mask & kHasFeth) {
+    EXPECT_EQ(p.feth, 0x11u);
   }
   if (info.transport == Transport::kCnp) {
     EXPECT_EQ(p.payload_len, kCnpPayloadLen);

@@ -481,5 +481,94 @@ TEST_F(ResponderTest, ZeroHoldMaxNeverHolds) {
   EXPECT_EQ(rsp.stats().acks_held, 0U);
 }
 
+// A failed flow's NAK never passes a PSN the requester has not had
+// acknowledged: a NAK acknowledges everything before it, and the requester
+// would complete those work requests as successful.
+TEST_F(ResponderTest, FailedNakNeverPassesTheFirstUnacknowledgedPsn) {
+  rsp_.start(0, 0, true);
+  send(req(op::kRcWriteOnly, 0, true));  // acknowledged: PSN 0
+  const uint8_t op_err = syndrome::nak(roce::NakCode::kRemoteOperationalError);
+  rsp_.fail(op_err);
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 5, true)), Verdict::kDrop);  // 1..4 never arrived
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.syndrome, op_err);
+  EXPECT_EQ(reply_.psn, 1U);
+  // With the base unconfirmed (passthrough packets before it unacknowledged
+  // end to end), only a request at or before the base is NAKed.
+  Responder r2(cfg_);
+  r2.start(100, 0, false);
+  r2.fail(op_err);
+  Reply rep;
+  Request q;
+  q.opcode = op::kRcWriteOnly;
+  q.psn = 103;
+  EXPECT_EQ(r2.on_request(q, true, false, clock_.now(), rep), Verdict::kDrop);
+  EXPECT_FALSE(rep.send);
+  q.psn = 98;  // the requester went back to its oldest unacknowledged PSN
+  EXPECT_EQ(r2.on_request(q, true, false, clock_.now(), rep), Verdict::kDrop);
+  ASSERT_TRUE(rep.send);
+  EXPECT_EQ(rep.psn, 98U);
+}
+
+// fail_now (a peer gateway restarted): a NAK at once at the oldest PSN not
+// yet acknowledged locally, or none when everything was acknowledged.
+TEST_F(ResponderTest, FailNowNaksTheOldestUnacknowledgedPsn) {
+  const uint8_t op_err = syndrome::nak(roce::NakCode::kRemoteOperationalError);
+  rsp_.start(0xFFFFFE, 3, true);
+  send(req(op::kRcWriteOnly, 0xFFFFFE, true));  // ACKed at once
+  ASSERT_TRUE(reply_.send);
+  send(req(op::kRcWriteFirst, 0xFFFFFF, false));  // accepted, ACK deferred
+  send(req(op::kRcWriteLast, 0, false));
+  EXPECT_FALSE(reply_.send);
+  Reply r;
+  rsp_.fail_now(op_err, r);
+  ASSERT_TRUE(r.send);
+  EXPECT_EQ(r.syndrome, op_err);
+  EXPECT_EQ(r.psn, 0xFFFFFFU);  // across the wrap
+  EXPECT_EQ(r.msn, 4U);         // the MSN of the last ACK
+  EXPECT_TRUE(rsp_.failed());
+  EXPECT_EQ(rsp_.stats().fatal_relayed, 1U);
+  rsp_.fail_now(op_err, r);  // once
+  EXPECT_FALSE(r.send);
+
+  Responder idle(cfg_);
+  idle.start(10, 0, true);
+  Request q;
+  q.opcode = op::kRcSendOnly;
+  q.psn = 10;
+  q.ack_req = true;
+  Reply rep;
+  idle.on_request(q, true, false, clock_.now(), rep);
+  ASSERT_TRUE(rep.send);
+  idle.fail_now(op_err, r);
+  EXPECT_FALSE(r.send);  // nothing waits: the next request learns it
+  q.psn = 11;
+  idle.on_request(q, true, false, clock_.now(), rep);
+  ASSERT_TRUE(rep.send);
+  EXPECT_EQ(rep.syndrome, op_err);
+  EXPECT_EQ(rep.psn, 11U);
+}
+
+// IBA 1.5: an ATOMIC WRITE is answered with an ACK, so the gateway takes it
+// like a WRITE; a FLUSH is answered with a READ response only: it travels
+// end to end like a one-PSN READ (whatever its length), and no ACK passes it.
+TEST_F(ResponderTest, AtomicWriteIsAckedAndFlushTravelsEndToEnd) {
+  rsp_.start(0, 0, true);
+  EXPECT_EQ(send(req(op::kRcAtomicWrite, 0, true, 8)), Verdict::kCarry);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 0U);
+  EXPECT_EQ(reply_.msn, 1U);
+  EXPECT_EQ(send(req(op::kRcFlush, 1, false, 1 << 20)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);
+  EXPECT_EQ(rsp_.outstanding_reads(), 1U);
+  EXPECT_EQ(rsp_.expected_psn(), 2U);  // one PSN, not 1 MiB / PMTU
+  EXPECT_EQ(send(req(op::kRcWriteOnly, 2, true)), Verdict::kCarry);
+  EXPECT_FALSE(reply_.send);  // held behind the FLUSH
+  rsp_.on_response(op::kRcReadResponseOnly, 1, clock_.now(), reply_);
+  ASSERT_TRUE(reply_.send);
+  EXPECT_EQ(reply_.psn, 2U);
+  EXPECT_EQ(reply_.msn, 3U);
+}
+
 }  // namespace
 }  // namespace rowan::split
