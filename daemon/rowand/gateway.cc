@@ -99,7 +99,7 @@ const char* const kDropNames[] = {
     "runt_frame", "not_for_us",    "unsupported_l2", "malformed_ip",   "malformed_arp",
     "to_gateway", "no_route",      "oversize",       "malformed_roce", "flow_table_full",
     "backlog",    "peer_down",     "bad_record",     "not_local",      "neighbor_pending",
-    "no_mbuf",    "local_tx_full",
+    "no_mbuf",    "local_tx_full", "worker_busy",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
 
@@ -208,10 +208,11 @@ std::string ip_text(const roce::IpAddr& a) {
   return b;
 }
 
-Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
+Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
+                 const WorkerOptions& worker)
     : cfg_(cfg),
       local_(local),
-      waker_(cfg.local.device),
+      worker_(worker),
       clock_(clock),
       flows_(cfg.wan.max_flows),
       scratch_(kMaxRecord + 2) {
@@ -244,7 +245,20 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
     if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
     io::PacketIo* wan = nullptr;
+    // Worker i's connection: the link's port + i toward the peer's port + i.
+    SockAddr bind = p->link->bind;
+    SockAddr endpoint = pc.endpoint;
+    if (bind.port + worker.index > 65535 || endpoint.port + worker.index > 65535) {
+      throw std::runtime_error("link " + p->link->name + ": port + worker index passes 65535");
+    }
+    bind.port = static_cast<uint16_t>(bind.port + worker.index);
+    endpoint.port = static_cast<uint16_t>(endpoint.port + worker.index);
     if (p->link->backend == WanBackend::kDpdk) {
+      if (worker.index != 0) {
+        throw std::runtime_error("link " + p->link->name +
+                                 ": a dpdk WAN link carries one worker; with several workers "
+                                 "([eal] lcores) use backend = \"udp\"");
+      }
       // dpdk_wan_io.h: the link's port answers for one peer.
       for (const auto& other : peers_) {
         if (other->link == p->link) {
@@ -266,8 +280,8 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     } else {
       const uint32_t ip_hdr = p->link->bind.addr.version == 6 ? 40 : 20;
       io::UdpUringOptions o;
-      o.bind = io::UdpEndpoint::parse(p->link->bind.to_string());
-      o.peer = io::UdpEndpoint::parse(pc.endpoint.to_string());
+      o.bind = io::UdpEndpoint::parse(bind.to_string());
+      o.peer = io::UdpEndpoint::parse(endpoint.to_string());
       o.max_datagram = p->link->mtu - ip_hdr - 8;
       p->io = std::make_unique<io::UdpUringIo>(o);
       wan = p->io.get();
@@ -288,7 +302,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     }
 
     transport::TransportConfig tc;
-    tc.connection_id = pair_connection_id(p->link->bind, pc.endpoint);
+    tc.connection_id = pair_connection_id(bind, endpoint);
     tc.link_rate = p->link->rate;
     tc.base_rtt = p->link->rtt;
     tc.max_datagram = wan->max_datagram();
@@ -450,11 +464,12 @@ TimePoint Gateway::next_timeout() const noexcept {
 
 void Gateway::idle_wait(Duration d) noexcept {
   if (peers_.size() == 1 && peers_.front()->io) {
-    peers_.front()->io->wait(d, waker_.fd());
-    return;
+    peers_.front()->io->wait(d, local_.wake_fd());
+  } else {
+    timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
+    nanosleep(&ts, nullptr);
   }
-  timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
-  nanosleep(&ts, nullptr);
+  local_.disarm();
 }
 
 void Gateway::local_rx(TimePoint now) noexcept {
@@ -520,7 +535,7 @@ void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now)
       e->npending = 0;
     }
   }
-  if (op == 1 && for_us) {
+  if (op == 1 && for_us && worker_.answers_neighbors) {
     // Turn the request into the reply in place.
     std::memcpy(eth, eth + 6, 6);
     std::memcpy(eth + 6, mac_.data(), 6);
@@ -864,7 +879,8 @@ void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now
   }
   const bool dad =
       std::all_of(src.bytes.begin(), src.bytes.begin() + 16, [](uint8_t b) { return b == 0; });
-  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad) {
+  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad ||
+      !worker_.answers_neighbors) {
     rte_pktmbuf_free(m);
     return;
   }
@@ -1223,7 +1239,13 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
            {"arp_requests", ctr_.arp_requests},
            {"drops", drops},
            {"flow_drops", flow_drops},
-           {"split", split_->snapshot()}};
+           {"split", split_->snapshot()},
+           {"worker", J{{"index", worker_.index},
+                        {"lcore", worker_.lcore},
+                        {"active_flows", flows_.size()},
+                        {"rx_packets", ctr_.local_rx_packets},
+                        {"tx_packets", ctr_.local_tx_packets},
+                        {"busy", busy_.busy_ratio()}}}};
   return J{{"status", status}, {"peers", peers}, {"links", links}, {"flows", flows}};
 }
 

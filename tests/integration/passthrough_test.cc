@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <set>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -197,6 +199,61 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   for (const auto& f : flows) roce += f["kind"] == "roce";
   EXPECT_EQ(roce, qps) << "each QP is its own flow";
   EXPECT_GT(ctl('a', "peers")[0]["retransmitted_packets"].get<uint64_t>(), 0u);
+}
+
+// Two packet workers per gateway (ARCHITECTURE.md "Packet workers"): 64
+// QPs, each with its own UDP source port, numbered frames (consecutive PSNs)
+// under 1 % WAN loss. Every QP arrives complete and in PSN order (a QP stays
+// on one worker), and the QPs spread over both workers (Jain >= 0.9 over the
+// frames each worker of gateway A took from its site).
+TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
+  up("--workers 2 --rate 100mbit --rtt 20ms --loss 1%");
+  const json before = ctl('a', "status");
+  ASSERT_EQ(before["workers"].size(), 2u) << before.dump();
+  const std::string mac = gw_mac();
+  ASSERT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
+  const std::string pcap = "/run/rowan/two-site/roce-workers-b.pcap";
+  const int qps = 64;
+  const int count = 30;
+  exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
+                " -a duration:60 -w " + pcap + " >/dev/null 2>&1 &'");
+  wait_for_capture(pcap);
+  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
+  const ShellResult sent =
+      exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
+                    " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
+                    " --size 256 --pps 2000");
+  ASSERT_EQ(sent.status, 0) << sent.out;
+  for (int i = 0; i < 150 &&
+                  shell("pgrep -f '[d]umpcap.*roce-workers-b.pcap' >/dev/null").status == 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
+                                   " --count " + std::to_string(count));
+  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
+  const json after = ctl('a', "status");
+  ASSERT_EQ(after["workers"].size(), 2u);
+  std::vector<double> rx;
+  for (size_t w = 0; w < 2; ++w) {
+    const double got = after["workers"][w]["rx_packets"].get<double>() -
+                       before["workers"][w]["rx_packets"].get<double>();
+    rx.push_back(got);
+    EXPECT_GT(after["workers"][w]["active_flows"].get<uint64_t>(), 0u) << "worker " << w;
+  }
+  const double jain = (rx[0] + rx[1]) * (rx[0] + rx[1]) / (2 * (rx[0] * rx[0] + rx[1] * rx[1]));
+  EXPECT_GE(jain, 0.9) << "worker 0 took " << rx[0] << " frames, worker 1 " << rx[1];
+  const json flows = ctl('a', "flows");
+  int roce = 0;
+  std::set<int> workers;
+  for (const auto& f : flows) {
+    if (f["kind"] != "roce") continue;
+    ++roce;
+    workers.insert(f["worker"].get<int>());
+  }
+  EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
+  EXPECT_EQ(workers.size(), 2u);
+  EXPECT_EQ(ctl('b', "status")["workers"].size(), 2u);
 }
 
 // The same over IPv6: the hosts resolve their gateway with neighbour
