@@ -37,10 +37,9 @@ void WakeCell::wake() noexcept {
   [[maybe_unused]] const ssize_t r = write(fd, &one, sizeof one);
 }
 
-Distributor::Distributor(Port& port, const std::string& device, uint32_t workers)
+Distributor::Distributor(SiteIo& port, uint32_t workers)
     : port_(port),
       n_(workers),
-      waker_(device),
       staged_(workers),
       to_worker_(new std::atomic<uint64_t>[workers]),
       worker_busy_(new std::atomic<uint64_t>[workers]) {
@@ -86,7 +85,7 @@ bool Distributor::poll() noexcept {
   uint16_t cnt[RTE_MAX_LCORE];
   for (int round = 0; round < 4; ++round) {
     rte_mbuf* pkts[kBurst];
-    const uint16_t n = rte_eth_rx_burst(port_.id(), 0, pkts, kBurst);
+    const uint16_t n = port_.rx(pkts, kBurst);
     if (n == 0) break;
     moved = true;
     std::fill(cnt, cnt + n_, 0);
@@ -135,7 +134,7 @@ bool Distributor::poll() noexcept {
             tx_[i], reinterpret_cast<void**>(s.m.data()), kBurst, nullptr));
         if (s.len == 0) break;
       }
-      const uint16_t sent = rte_eth_tx_burst(port_.id(), 0, s.m.data() + s.head, s.len);
+      const uint16_t sent = port_.tx(s.m.data() + s.head, s.len);
       s.head = static_cast<uint16_t>(s.head + sent);
       s.len = static_cast<uint16_t>(s.len - sent);
       sent_total += sent;
@@ -149,13 +148,13 @@ bool Distributor::poll() noexcept {
 
 void Distributor::arm_wake() noexcept {
   self_.arm();
-  waker_.arm();
+  port_.arm_wake();
 }
 
 void Distributor::wait(Duration d) noexcept {
-  pollfd fds[2] = {{self_.fd, POLLIN, 0}, {waker_.fd(), POLLIN, 0}};
+  pollfd fds[2] = {{self_.fd, POLLIN, 0}, {port_.wake_fd(), POLLIN, 0}};
   const timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
-  ppoll(fds, waker_.fd() >= 0 ? 2 : 1, &ts, nullptr);
+  ppoll(fds, port_.wake_fd() >= 0 ? 2 : 1, &ts, nullptr);
   self_.disarm();
 }
 

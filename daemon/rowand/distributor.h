@@ -26,8 +26,6 @@
 #include <vector>
 
 #include "base/units.h"
-#include "dpdk_port.h"
-#include "rx_waker.h"
 #include "shard.h"
 #include "site_io.h"
 
@@ -46,9 +44,9 @@ class Distributor {
  public:
   static constexpr uint32_t kRingSize = 1024;
   static constexpr uint16_t kBurst = 32;
-  /// Rings for `workers` workers on `port` (queue 0). `device`: the port's
-  /// spec, for the af_packet doorbell. Throws std::runtime_error.
-  Distributor(Port& port, const std::string& device, uint32_t workers);
+  /// Rings for `workers` workers on `port` (the port's one queue pair, with
+  /// its doorbell when it has one). Throws std::runtime_error.
+  Distributor(SiteIo& port, uint32_t workers);
   ~Distributor();
   Distributor(const Distributor&) = delete;
   Distributor& operator=(const Distributor&) = delete;
@@ -63,7 +61,7 @@ class Distributor {
   /// whether a frame moved.
   bool poll() noexcept;
   /// True when wait() also wakes for local frames (an af_packet doorbell).
-  bool can_block() const noexcept { return waker_.fd() >= 0; }
+  bool can_block() const noexcept { return port_.wake_fd() >= 0; }
   /// Before the last poll ahead of wait(): workers' TX then wakes wait().
   void arm_wake() noexcept;
   /// Sleeps until a worker sent, a local frame came (can_block) or `d` passed.
@@ -73,9 +71,8 @@ class Distributor {
   DistributorStats stats() const;
 
  private:
-  Port& port_;
+  SiteIo& port_;
   uint32_t n_;
-  RxWaker waker_;
   WakeCell self_;
   std::vector<std::unique_ptr<WakeCell>> cells_;  ///< one per worker
   std::vector<rte_ring*> rx_, tx_;

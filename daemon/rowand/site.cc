@@ -108,7 +108,8 @@ Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(c
   RTE_LCORE_FOREACH_WORKER(l) { lcores_.push_back(l); }
   const uint32_t n = mode_ == WorkerMode::kDistributed ? lcores - 1 : 1;
   if (mode_ == WorkerMode::kDistributed) {
-    dist_ = std::make_unique<Distributor>(local, cfg.local.device, n);
+    port_io_ = std::make_unique<PortSiteIo>(local, 0, cfg.local.device, true);
+    dist_ = std::make_unique<Distributor>(*port_io_, n);
     main_idle_ = IdlePolicy(dist_->can_block(), cfg.local.wake_coalesce);
   }
   for (uint32_t i = 0; i < n; ++i) {

@@ -106,6 +106,7 @@ class Site final : public SnapshotSource {
 
   const Clock& clock_;
   WorkerMode mode_;
+  std::unique_ptr<SiteIo> port_io_;  ///< the distributor's queue pair (kDistributed)
   std::unique_ptr<Distributor> dist_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<unsigned> lcores_;  ///< the worker lcores (kOwner, kDistributed)

@@ -101,10 +101,11 @@ struct alignas(64) WakeCell {
 
 class RingSiteIo final : public SiteIo {
  public:
+  /// `port`: the distributor's side of the port (pool, name, MAC, counters);
   /// `rx`/`tx`: the distributor's rings for this worker; `self`: this
   /// worker's wake cell (the distributor wakes it), `main`: the
   /// distributor's (this worker wakes it after a TX).
-  RingSiteIo(Port& port, rte_ring* rx, rte_ring* tx, WakeCell& self, WakeCell& main)
+  RingSiteIo(const SiteIo& port, rte_ring* rx, rte_ring* tx, WakeCell& self, WakeCell& main)
       : port_(port), rx_(rx), tx_(tx), self_(self), main_(main) {}
   uint16_t rx(rte_mbuf** pkts, uint16_t n) noexcept override {
     return static_cast<uint16_t>(
@@ -125,7 +126,7 @@ class RingSiteIo final : public SiteIo {
   void disarm() noexcept override { self_.disarm(); }
 
  private:
-  Port& port_;
+  const SiteIo& port_;
   rte_ring* rx_;
   rte_ring* tx_;
   WakeCell& self_;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <vector>
@@ -49,6 +50,14 @@ class PassthroughTest : public ::testing::Test {
   void up(const std::string& args) {
     const ShellResult r = tb_->up("--mode passthrough " + args);
     ASSERT_EQ(r.status, 0) << "two-site up --mode passthrough " << args << " failed";
+    // CI runs some cases again with ROWAN_TWO_SITE_WORKERS=2 (the testbed's
+    // --workers default): they must really run that many workers.
+    const char* workers = std::getenv("ROWAN_TWO_SITE_WORKERS");
+    if (workers != nullptr && args.find("--workers") == std::string::npos) {
+      for (char site : {'a', 'b'}) {
+        ASSERT_EQ(ctl(site, "status")["workers"].size(), std::stoul(workers)) << site;
+      }
+    }
   }
   ShellResult exec(char site, const std::string& cmd) { return tb_->exec(site, cmd); }
   json ctl(char site, const std::string& cmd) {

@@ -8,41 +8,12 @@
 #include <set>
 #include <vector>
 
+#include "test_frames.h"
+
 namespace rowan::gw {
 namespace {
 
-// An Ethernet + IPv4 + UDP/TCP frame; RoCEv2 (dport 4791) gets a BTH with
-// the destination QP and PSN.
-std::vector<uint8_t> frame4(uint32_t src, uint32_t dst, uint8_t proto, uint16_t sport,
-                            uint16_t dport, uint32_t qp = 0, uint32_t psn = 0) {
-  std::vector<uint8_t> f(14 + 20 + 8 + 12 + 4, 0);
-  f[12] = 0x08;
-  uint8_t* ip = f.data() + 14;
-  ip[0] = 0x45;
-  const uint16_t total = static_cast<uint16_t>(f.size() - 14);
-  ip[2] = total >> 8;
-  ip[3] = total & 0xFF;
-  ip[8] = 64;
-  ip[9] = proto;
-  for (int i = 0; i < 4; ++i) {
-    ip[12 + i] = static_cast<uint8_t>(src >> (24 - 8 * i));
-    ip[16 + i] = static_cast<uint8_t>(dst >> (24 - 8 * i));
-  }
-  uint8_t* l4 = ip + 20;
-  l4[0] = sport >> 8;
-  l4[1] = sport & 0xFF;
-  l4[2] = dport >> 8;
-  l4[3] = dport & 0xFF;
-  uint8_t* bth = l4 + 8;
-  bth[0] = 0x04;  // RC SEND only
-  bth[5] = static_cast<uint8_t>(qp >> 16);
-  bth[6] = static_cast<uint8_t>(qp >> 8);
-  bth[7] = static_cast<uint8_t>(qp);
-  bth[9] = static_cast<uint8_t>(psn >> 16);
-  bth[10] = static_cast<uint8_t>(psn >> 8);
-  bth[11] = static_cast<uint8_t>(psn);
-  return f;
-}
+using frames::frame4;
 
 constexpr uint32_t kHostA = 0xC612010A;  // 198.18.1.10
 constexpr uint32_t kHostB = 0xC612020A;  // 198.18.2.10
