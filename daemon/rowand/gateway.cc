@@ -630,12 +630,29 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
     }
     if (c.readable(id) < rs.need) break;
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
-    c.read(id, scratch_.data(), rs.need, nullptr, now);
+    // The record goes straight from the stream into the frame toward the
+    // host (one copy); only a record too large for an mbuf, or no mbuf,
+    // takes the scratch buffer and deliver()'s checks and drop reasons.
+    rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+    uint8_t* eth = m == nullptr ? nullptr
+                                : reinterpret_cast<uint8_t*>(rte_pktmbuf_append(
+                                      m, static_cast<uint16_t>(kEthLen + rs.need)));
+    if (eth != nullptr && kEthLen + rs.need <= UINT16_MAX) {
+      c.read(id, eth + kEthLen, rs.need, nullptr, now);
+      if (split_->on_wan(&peer, id, eth + kEthLen, rs.need, now)) {
+        rte_pktmbuf_free(m);
+      } else {
+        deliver_frame(m, eth, rs.need, now);
+      }
+    } else {
+      if (m != nullptr) rte_pktmbuf_free(m);
+      c.read(id, scratch_.data(), rs.need, nullptr, now);
+      if (!split_->on_wan(&peer, id, scratch_.data(), rs.need, now)) {
+        deliver(scratch_.data(), rs.need, now);
+      }
+    }
     ++rs.packets;
     rs.bytes += rs.need;
-    if (!split_->on_wan(&peer, id, scratch_.data(), rs.need, now)) {
-      deliver(scratch_.data(), rs.need, now);
-    }
     ++peer.delivered_packets;
     peer.delivered_bytes += rs.need;
     rs.need = 0;
@@ -643,17 +660,22 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
   }
 }
 
-void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
   if (ip_packet_len(ip, len) != len) {
     drop(Drop::kBadRecord);
-    return;
+    return false;
   }
   const roce::IpAddr dst = ip_dst(ip);
   if (!(site_.contains(dst) || site6_.contains(dst)) || ip_equal(dst, cfg_.local.address) ||
       ip_equal(dst, cfg_.local.address6)) {
     drop(Drop::kNotLocal);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+  if (!deliverable(ip, len)) return;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
     drop(Drop::kNoMbuf);
@@ -665,9 +687,24 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
     drop(Drop::kOversize, m);
     return;
   }
+  std::memcpy(eth + kEthLen, ip, len);
+  send_to_host(m, eth, len, now);
+}
+
+void Gateway::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+  if (!deliverable(eth + kEthLen, len)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  send_to_host(m, eth, len, now);
+}
+
+void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+  (void)len;
+  const uint8_t* ip = eth + kEthLen;
+  const roce::IpAddr dst = ip_dst(ip);
   std::memcpy(eth + 6, mac_.data(), 6);
   store_be16(eth + 12, (ip[0] >> 4) == 4 ? kEthIpv4 : kEthIpv6);
-  std::memcpy(eth + kEthLen, ip, len);
   NeighborTable::Entry* e = neigh_.find_or_add(dst);
   if (e != nullptr && e->resolved) {
     std::memcpy(eth, e->mac.data(), 6);

@@ -247,6 +247,10 @@ class Gateway {
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void resume_parked(TimePoint now) noexcept;
   void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  /// The same for a record already read into `m` (at eth + 14; one copy).
+  void deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
+  bool deliverable(const uint8_t* ip, uint32_t len) noexcept;  ///< or drops and counts
+  void send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
   void handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   void send_neighbor_solicitation(const roce::IpAddr& ip) noexcept;

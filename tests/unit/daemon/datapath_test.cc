@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "config.h"
 #include "distributor.h"
+#include "flow_table.h"
 #include "gateway.h"
 #include "memory_site_io.h"
 #include "shard.h"
@@ -227,6 +228,46 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   EXPECT_EQ(std::vector<uint8_t>(f.begin() + 14, f.end()), std::vector<uint8_t>(sent.begin() + 14, sent.end()));
   EXPECT_EQ(a.counters().drops[static_cast<size_t>(Drop::kNoRoute)], 1u);
   EXPECT_EQ(a.counters().flows_created, 1u);
+}
+
+// The flow table (tagged open addressing, backward-shift deletion): every
+// flow is found again after others come and go, a full table says so.
+TEST(FlowTable, FindsEveryFlowAcrossAddsAndExpiries) {
+  FlowTable t(512);
+  auto key = [](uint32_t i) {
+    FlowKey k;
+    k.src.version = k.dst.version = 4;
+    k.src.bytes = {198, 18, 1, static_cast<uint8_t>(i)};
+    k.dst.bytes = {198, 18, 2, static_cast<uint8_t>(i >> 8)};
+    k.kind = i % 3 == 0 ? FlowKind::kRoce : FlowKind::kUdp;
+    k.qp = i % 3 == 0 ? i : 0;
+    k.sport = static_cast<uint16_t>(i % 3 == 0 ? 0 : 1000 + i);
+    k.dport = 4791;
+    k.proto = 17;
+    return k;
+  };
+  const TimePoint t0 = TimePoint::zero() + Duration::from_ms(1);
+  const TimePoint t1 = t0 + Duration::from_ms(10);
+  bool created = false;
+  for (uint32_t i = 0; i < 512; ++i) {
+    Flow* f = t.find_or_add(key(i), i % 2 == 0 ? t0 : t1, &created);
+    ASSERT_NE(f, nullptr) << i;
+    EXPECT_TRUE(created);
+  }
+  EXPECT_EQ(t.find_or_add(key(9999), t1, &created), nullptr) << "a full table takes no more";
+  EXPECT_EQ(t.expire(t0 + Duration::from_ms(1)), 256u);  // the even ones
+  for (uint32_t i = 0; i < 512; ++i) {
+    Flow* f = t.find(key(i));
+    if (i % 2 == 0) {
+      EXPECT_EQ(f, nullptr) << i;
+    } else {
+      ASSERT_NE(f, nullptr) << i;
+      EXPECT_EQ(f->key, key(i));
+    }
+  }
+  for (uint32_t i = 1000; i < 1256; ++i) ASSERT_NE(t.find_or_add(key(i), t1, &created), nullptr);
+  EXPECT_EQ(t.size(), 512u);
+  for (uint32_t i = 1; i < 512; i += 2) EXPECT_NE(t.find(key(i)), nullptr) << i;
 }
 
 }  // namespace
