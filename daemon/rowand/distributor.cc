@@ -111,8 +111,8 @@ bool Distributor::poll() noexcept {
     }
     for (uint32_t i = 0; i < n_; ++i) {
       if (cnt[i] == 0) continue;
-      const unsigned took = rte_ring_sp_enqueue_burst(rx_[i], reinterpret_cast<void**>(out[i]),
-                                                      cnt[i], nullptr);
+      const unsigned took =
+          rte_ring_sp_enqueue_burst(rx_[i], reinterpret_cast<void**>(out[i]), cnt[i], nullptr);
       for (unsigned j = took; j < cnt[i]; ++j) rte_pktmbuf_free(out[i][j]);
       add(to_worker_[i], took);
       add(worker_busy_[i], cnt[i] - took);

@@ -32,10 +32,10 @@
 namespace rowan::gw {
 
 struct DistributorStats {
-  uint64_t rx_packets = 0;   ///< frames read from the port
-  uint64_t tx_packets = 0;   ///< frames the port's tx_burst took from the workers
-  uint64_t broadcast = 0;    ///< frames given to every worker
-  uint64_t copy_nombuf = 0;  ///< copies of those that found no mbuf
+  uint64_t rx_packets = 0;            ///< frames read from the port
+  uint64_t tx_packets = 0;            ///< frames the port's tx_burst took from the workers
+  uint64_t broadcast = 0;             ///< frames given to every worker
+  uint64_t copy_nombuf = 0;           ///< copies of those that found no mbuf
   std::vector<uint64_t> to_worker;    ///< frames handed to each worker
   std::vector<uint64_t> worker_busy;  ///< frames dropped: that worker's RX ring was full
 };

@@ -141,7 +141,8 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
     p->events = PeerEvents(pc.name);
-    p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
+    // Into our own copy of the config: the caller's may not outlive us.
+    p->link = pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links.front());
     if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
     io::PacketIo* wan = nullptr;
     // Worker i's connection: the link's port + i toward the peer's port + i.
@@ -221,6 +222,8 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
   split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
   split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
   reload(cfg);
+  flow_views_.reserve(kListedFlows);
+  flow_views_next_.reserve(kListedFlows);
   next_housekeeping_ = now;
   window_start_ = now;
   publish(now);

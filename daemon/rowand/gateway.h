@@ -167,10 +167,10 @@ class GatewaySplitIo;
 
 /// Which worker a Gateway is (site.h).
 struct WorkerOptions {
-  uint32_t index = 0;         ///< 0..workers-1; WAN ports are offset by it
-  uint32_t lcore = 0;         ///< the EAL lcore it runs on
+  uint32_t index = 0;             ///< 0..workers-1; WAN ports are offset by it
+  uint32_t lcore = 0;             ///< the EAL lcore it runs on
   bool answers_neighbors = true;  ///< replies to ARP/ND for the gateway (worker 0)
-  bool reports_port = true;   ///< reports the site port's own counters (one worker)
+  bool reports_port = true;       ///< reports the site port's own counters (one worker)
 };
 
 class Gateway {
@@ -260,6 +260,7 @@ class Gateway {
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
   void housekeeping(TimePoint now) noexcept;
   nlohmann::ordered_json make_snapshot(TimePoint now) const;
+  nlohmann::ordered_json render_flows() const;                 ///< control thread, under snap_mu_
   void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< gateway_metrics.cc
 
   GatewayConfig cfg_;
@@ -302,6 +303,16 @@ class Gateway {
   uint64_t snap_gen_ = 0;  ///< publishes so far; guarded by snap_mu_
   nlohmann::ordered_json snap_;
   DataPathMetrics metrics_;  ///< guarded by snap_mu_
+  /// A flow as `rowanctl flows` lists it (copied by publish()).
+  struct FlowView {
+    FlowKey key;
+    uint32_t peer = 0;
+    uint64_t stream = 0, packets = 0, bytes = 0, ce_marked = 0, dropped = 0, buffered = 0;
+    double idle_s = 0;
+  };
+  static constexpr size_t kListedFlows = 1000;
+  std::vector<FlowView> flow_views_;       ///< guarded by snap_mu_
+  std::vector<FlowView> flow_views_next_;  ///< the worker's, swapped in under snap_mu_
 };
 
 /// "198.18.1.10", "2001:2::10" (control path).

@@ -76,7 +76,6 @@ NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcep
   return nullptr;
 }
 
-
 void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
   uint8_t* a = eth + kEthLen;
   if (len < kEthLen + 28 || load_be16(a) != 1 || load_be16(a + 2) != kEthIpv4 || a[4] != 6 ||
@@ -119,7 +118,6 @@ void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now)
   }
   rte_pktmbuf_free(m);
 }
-
 
 void Gateway::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
   std::memcpy(e.mac.data(), mac, 6);
@@ -166,8 +164,7 @@ void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now
   }
   const bool dad =
       std::all_of(src.bytes.begin(), src.bytes.begin() + 16, [](uint8_t b) { return b == 0; });
-  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad ||
-      !worker_.answers_neighbors) {
+  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad || !worker_.answers_neighbors) {
     rte_pktmbuf_free(m);
     return;
   }
@@ -251,6 +248,5 @@ void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {
   ++ctr_.arp_requests;
   enqueue_local(m);
 }
-
 
 }  // namespace rowan::gw

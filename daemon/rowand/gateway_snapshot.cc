@@ -1,6 +1,9 @@
-// Gateway::publish and the snapshot the control socket reads (JSON), built
-// in the worker's publish step (about ten times a second and on a control
-// request), never per packet; site.cc merges the workers' snapshots.
+// Gateway::publish and the snapshot the control socket reads, made in the
+// worker's publish step (about ten times a second and on a control request),
+// never per packet; site.cc merges the workers' snapshots. The flow list
+// (up to 1,000 flows, the bulk of it) is copied as plain records and
+// rendered as JSON on the control thread; status, peers and links (a few
+// objects per peer) are still rendered by the worker.
 #include <chrono>
 
 #include <fmt/format.h>
@@ -43,10 +46,21 @@ void Gateway::publish(TimePoint now) {
   nlohmann::ordered_json s = make_snapshot(now);
   DataPathMetrics m;
   fill_metrics(now, m);
+  // The flows as plain records (up to kListedFlows); the control thread
+  // renders them as JSON (render_flows), not this worker.
+  flow_views_next_.clear();
+  for (const Flow& f : flows_.flows()) {
+    if (!f.used) continue;
+    if (flow_views_next_.size() >= kListedFlows) break;
+    flow_views_next_.push_back({f.key, f.peer, f.stream, f.packets, f.bytes, f.ce_marked, f.dropped,
+                                peers_[f.peer]->conn->stream_unacked(f.stream),
+                                (now - f.last_seen).seconds()});
+  }
   {
     std::lock_guard<std::mutex> lock(snap_mu_);
     snap_ = std::move(s);
     metrics_ = std::move(m);
+    flow_views_.swap(flow_views_next_);
     ++snap_gen_;
     publish_wanted_.store(false, std::memory_order_release);
   }
@@ -58,15 +72,45 @@ nlohmann::ordered_json Gateway::snapshot(const std::string& cmd, Duration wait) 
   const uint64_t gen = snap_gen_;
   publish_wanted_.store(true, std::memory_order_release);
   snap_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), [&] { return snap_gen_ != gen; });
+  if (cmd == "flows") return render_flows();
   if (!snap_.contains(cmd)) throw std::invalid_argument("unknown command '" + cmd + "'");
   return snap_[cmd];
+}
+
+// Control thread, under snap_mu_. Peer names are set at construction and
+// never change, so reading them here races with nothing.
+nlohmann::ordered_json Gateway::render_flows() const {
+  using J = nlohmann::ordered_json;
+  J flows = J::array();
+  for (const FlowView& f : flow_views_) {
+    J fj{{"kind", to_string(f.key.kind)},
+         {"src", ip_text(f.key.src)},
+         {"dst", ip_text(f.key.dst)},
+         {"peer", peers_[f.peer]->cfg.name},
+         {"stream", f.stream},
+         {"packets", f.packets},
+         {"bytes", f.bytes},
+         {"ce_marked", f.ce_marked},
+         {"dropped", f.dropped},
+         {"buffered_bytes", f.buffered},
+         {"idle_s", f.idle_s}};
+    if (f.key.kind == FlowKind::kRoce) {
+      fj["dest_qp"] = f.key.qp;
+    } else if (f.key.kind != FlowKind::kOther) {
+      fj["sport"] = f.key.sport;
+      fj["dport"] = f.key.dport;
+    } else {
+      fj["proto"] = f.key.proto;
+    }
+    flows.push_back(std::move(fj));
+  }
+  return flows;
 }
 
 nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
   using J = nlohmann::ordered_json;
   J peers = J::array();
   J links = J::array();
-  J flows = J::array();
   uint64_t carried = 0;
   uint64_t delivered = 0;
   for (const auto& pp : peers_) {
@@ -167,30 +211,6 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
             {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
     }
   }
-  int listed = 0;
-  for (const Flow& f : flows_.flows()) {
-    if (!f.used || ++listed > 1000) continue;
-    J fj{{"kind", to_string(f.key.kind)},
-         {"src", ip_text(f.key.src)},
-         {"dst", ip_text(f.key.dst)},
-         {"peer", peers_[f.peer]->cfg.name},
-         {"stream", f.stream},
-         {"packets", f.packets},
-         {"bytes", f.bytes},
-         {"ce_marked", f.ce_marked},
-         {"dropped", f.dropped},
-         {"buffered_bytes", peers_[f.peer]->conn->stream_unacked(f.stream)},
-         {"idle_s", (now - f.last_seen).seconds()}};
-    if (f.key.kind == FlowKind::kRoce) {
-      fj["dest_qp"] = f.key.qp;
-    } else if (f.key.kind != FlowKind::kOther) {
-      fj["sport"] = f.key.sport;
-      fj["dport"] = f.key.dport;
-    } else {
-      fj["proto"] = f.key.proto;
-    }
-    flows.push_back(std::move(fj));
-  }
   J drops = J::object();
   for (size_t i = 0; i < ctr_.drops.size(); ++i) drops[kDropNames[i]] = ctr_.drops[i];
   J flow_drops = J::object();
@@ -242,8 +262,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                         {"rx_packets", ctr_.local_rx_packets},
                         {"tx_packets", ctr_.local_tx_packets},
                         {"busy", busy_.busy_ratio()}}}};
-  return J{{"status", status}, {"peers", peers}, {"links", links}, {"flows", flows}};
+  return J{{"status", status}, {"peers", peers}, {"links", links}};
 }
-
 
 }  // namespace rowan::gw

@@ -12,6 +12,7 @@
 // ports, the control socket and the exposer are up; STATUS= lines as it goes;
 // RELOADING=1/READY=1 around a SIGHUP reload; WATCHDOG=1 from a thread that
 // only pets the watchdog while the packet loop's heartbeat advances.
+#include <rte_lcore.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
@@ -35,13 +36,12 @@
 #include "config.h"
 #include "control.h"
 #include "dpdk_port.h"
-#include <rte_lcore.h>
-#include "site.h"
 #include "io/af_packet_ring.h"
 #include "logging.h"
 #include "metrics.h"
 #include "reload.h"
 #include "rowan/build_version.h"
+#include "site.h"
 #include "telemetry.h"
 
 namespace {
@@ -185,8 +185,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     std::optional<gw::MetricsServer> metrics;
     if (cfg.metrics.enabled) {
       metrics.emplace(
-          cfg.metrics, [&gateway] { return gateway.metrics(); },
-          control_metrics);
+          cfg.metrics, [&gateway] { return gateway.metrics(); }, control_metrics);
     }
     if (cfg.local.insecure) {
       spdlog::warn(

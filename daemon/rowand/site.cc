@@ -59,8 +59,8 @@ J merge_snapshots(const std::string& cmd, const std::vector<J>& parts) {
       if (p.contains("worker")) workers.push_back(p["worker"]);
     }
     // Per site, not per worker: the same in every part.
-    static const std::set<std::string> keep = {"uptime_s", "port", "peers", "neighbors",
-                                               "worker", "routes"};
+    static const std::set<std::string> keep = {"uptime_s",  "port",   "peers",
+                                               "neighbors", "worker", "routes"};
     for (size_t i = 1; i < parts.size(); ++i) {
       sum_into(out, parts[i], keep);
       if (parts[i].contains("neighbors") && parts[i]["neighbors"] > out["neighbors"]) {
@@ -74,8 +74,8 @@ J merge_snapshots(const std::string& cmd, const std::vector<J>& parts) {
   if (cmd == "peers" || cmd == "links") {
     // One connection per worker and peer: counters add up; the path's
     // estimates (RTT, BDP) and settings are worker 0's.
-    static const std::set<std::string> keep = {"bdp_bytes", "outages", "mtu", "rate_bps",
-                                               "state", "session", "resolved"};
+    static const std::set<std::string> keep = {"bdp_bytes", "outages", "mtu",     "rate_bps",
+                                               "state",     "session", "resolved"};
     J out = parts.front();
     for (size_t i = 1; i < parts.size(); ++i) {
       for (size_t e = 0; e < out.size() && e < parts[i].size(); ++e) {
@@ -151,7 +151,8 @@ Site::~Site() {
 
 int Site::worker_main(void* arg) {
   Slot& s = *static_cast<Slot*>(arg);
-  while (!s.site->stop_.load(std::memory_order_relaxed)) s.site->worker_pass(s, s.site->clock_.now());
+  while (!s.site->stop_.load(std::memory_order_relaxed))
+    s.site->worker_pass(s, s.site->clock_.now());
   return 0;
 }
 
@@ -288,12 +289,9 @@ J Site::snapshot(const std::string& cmd) const {
     uint64_t busy = 0;
     for (uint64_t b : ds.worker_busy) busy += b;
     out["drops"]["worker_busy"] = busy;
-    out["distributor"] = J{{"rx_packets", ds.rx_packets},
-                           {"tx_packets", ds.tx_packets},
-                           {"broadcast", ds.broadcast},
-                           {"copy_nombuf", ds.copy_nombuf},
-                           {"to_worker", ds.to_worker},
-                           {"worker_busy", ds.worker_busy}};
+    out["distributor"] = J{{"rx_packets", ds.rx_packets}, {"tx_packets", ds.tx_packets},
+                           {"broadcast", ds.broadcast},   {"copy_nombuf", ds.copy_nombuf},
+                           {"to_worker", ds.to_worker},   {"worker_busy", ds.worker_busy}};
   }
   return out;
 }
@@ -304,7 +302,8 @@ std::vector<DataPathMetrics> Site::metrics() const {
   if (dist_) {
     DataPathMetrics d;
     d.drops.assign(static_cast<size_t>(Drop::kCount), 0);
-    for (uint64_t b : dist_->stats().worker_busy) d.drops[static_cast<size_t>(Drop::kWorkerBusy)] += b;
+    for (uint64_t b : dist_->stats().worker_busy)
+      d.drops[static_cast<size_t>(Drop::kWorkerBusy)] += b;
     v.push_back(std::move(d));
   }
   return v;

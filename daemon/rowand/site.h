@@ -95,9 +95,9 @@ class Site final : public SnapshotSource {
     std::mutex mu;
     std::condition_variable cv;
     std::atomic<bool> reload_pending{false};
-    std::optional<GatewayConfig> reload_cfg;    ///< guarded by mu
-    std::string reload_result;                  ///< guarded by mu
-    bool reload_done = false;                   ///< guarded by mu
+    std::optional<GatewayConfig> reload_cfg;  ///< guarded by mu
+    std::string reload_result;                ///< guarded by mu
+    bool reload_done = false;                 ///< guarded by mu
   };
   /// One pass of a worker (on its lcore).
   void worker_pass(Slot& s, TimePoint now);

@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <memory>
 #include <set>
-#include <vector>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -233,9 +233,8 @@ TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
                     " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
                     " --size 256 --pps 2000");
   ASSERT_EQ(sent.status, 0) << sent.out;
-  for (int i = 0; i < 150 &&
-                  shell("pgrep -f '[d]umpcap.*roce-workers-b.pcap' >/dev/null").status == 0;
-       ++i) {
+  for (int i = 0;
+       i < 150 && shell("pgrep -f '[d]umpcap.*roce-workers-b.pcap' >/dev/null").status == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +

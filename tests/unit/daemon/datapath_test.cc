@@ -43,8 +43,13 @@ std::string g_eal_error;
 class Eal : public ::testing::Environment {
  public:
   void SetUp() override {
-    std::vector<std::string> args = {"datapath_test", "--no-huge", "--no-pci", "-m", "128",
-                                     "--lcores=0", "--log-level=lib.eal:error",
+    std::vector<std::string> args = {"datapath_test",
+                                     "--no-huge",
+                                     "--no-pci",
+                                     "-m",
+                                     "128",
+                                     "--lcores=0",
+                                     "--log-level=lib.eal:error",
                                      "--file-prefix=rowan-dp-test-" + std::to_string(getpid())};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -60,8 +65,8 @@ class Eal : public ::testing::Environment {
 };
 const auto* const g_env = ::testing::AddGlobalTestEnvironment(new Eal);
 
-#define NEED_EAL()                                  \
-  do {                                              \
+#define NEED_EAL()                                      \
+  do {                                                  \
     if (g_pool == nullptr) GTEST_SKIP() << g_eal_error; \
   } while (0)
 
@@ -133,7 +138,8 @@ TEST(Distributor, BroadcastsArpCountsAFullRingAndKeepsTxOrder) {
   MemorySiteIo port(g_pool, "mem0", kMacA);
   Distributor d(port, 2);
   auto w0 = d.worker_io(0), w1 = d.worker_io(1);
-  ASSERT_TRUE(port.inject(arp(1, kHostMacA, kHostA, 0xC6120101, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff})));
+  ASSERT_TRUE(
+      port.inject(arp(1, kHostMacA, kHostA, 0xC6120101, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff})));
   d.poll();
   rte_mbuf* m[64];
   ASSERT_EQ(w0->rx(m, 64), 1);
@@ -185,8 +191,9 @@ GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port) {
                            std::to_string(port) + "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n" +
                            "[[peer]]\nname = \"site-" + (a ? "b" : "a") +
                            "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n\n" +
-                           "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") + ".0/24\"\npeer = \"site-" +
-                           (a ? "b" : "a") + "\"\n\n[cc]\nalgorithm = \"bbr\"\n\n[metrics]\nenabled = false\n";
+                           "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") +
+                           ".0/24\"\npeer = \"site-" + (a ? "b" : "a") +
+                           "\"\n\n[cc]\nalgorithm = \"bbr\"\n\n[metrics]\nenabled = false\n";
   return parse_config(text, std::string("gw-") + site + ".toml");
 }
 
@@ -223,11 +230,25 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   EXPECT_TRUE(answered) << "gateway B never asked for its host";
   ASSERT_EQ(out.size(), 1u) << "nothing came out of gateway B";
   const std::vector<uint8_t>& f = out.front();
-  EXPECT_EQ(std::vector<uint8_t>(f.begin(), f.begin() + 6), std::vector<uint8_t>(kHostMacB.begin(), kHostMacB.end()));
-  EXPECT_EQ(std::vector<uint8_t>(f.begin() + 6, f.begin() + 12), std::vector<uint8_t>(kMacB.begin(), kMacB.end()));
-  EXPECT_EQ(std::vector<uint8_t>(f.begin() + 14, f.end()), std::vector<uint8_t>(sent.begin() + 14, sent.end()));
+  EXPECT_EQ(std::vector<uint8_t>(f.begin(), f.begin() + 6),
+            std::vector<uint8_t>(kHostMacB.begin(), kHostMacB.end()));
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + 6, f.begin() + 12),
+            std::vector<uint8_t>(kMacB.begin(), kMacB.end()));
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + 14, f.end()),
+            std::vector<uint8_t>(sent.begin() + 14, sent.end()));
   EXPECT_EQ(a.counters().drops[static_cast<size_t>(Drop::kNoRoute)], 1u);
   EXPECT_EQ(a.counters().flows_created, 1u);
+  // What the control socket shows: the flow (rendered on the calling
+  // thread from the published records) and the worker's counters.
+  a.publish(clock.now());
+  const auto flows = a.snapshot("flows", Duration::zero());
+  ASSERT_EQ(flows.size(), 1u);
+  EXPECT_EQ(flows[0]["kind"], "udp");
+  EXPECT_EQ(flows[0]["src"], "198.18.1.10");
+  EXPECT_EQ(flows[0]["packets"], 1u);
+  const auto status = a.snapshot("status", Duration::zero());
+  EXPECT_EQ(status["worker"]["rx_packets"], 2u);
+  EXPECT_EQ(status["worker"]["active_flows"], 1u);
 }
 
 // The flow table (tagged open addressing, backward-shift deletion): every

@@ -91,12 +91,14 @@ TEST(Shard, SplitRoutesKeepBothDirectionsOfAQpTogether) {
   }
   // Without the split route the same QPs spread.
   std::set<uint32_t> spread;
-  for (uint16_t p = 0; p < 64; ++p) spread.insert(shard(frame4(kHostA, kHostB, 17, 49152 + p, 4791), 4));
+  for (uint16_t p = 0; p < 64; ++p)
+    spread.insert(shard(frame4(kHostA, kHostB, 17, 49152 + p, 4791), 4));
   EXPECT_GT(spread.size(), 1U);
   EXPECT_EQ(seen.size(), 1U);
   // TCP toward the same route still spreads by its ports.
   std::set<uint32_t> tcp;
-  for (uint16_t p = 0; p < 64; ++p) tcp.insert(shard(frame4(kHostA, kHostB, 6, 40000 + p, 80), 4, routes));
+  for (uint16_t p = 0; p < 64; ++p)
+    tcp.insert(shard(frame4(kHostA, kHostB, 6, 40000 + p, 80), 4, routes));
   EXPECT_GT(tcp.size(), 1U);
 }
 

@@ -49,10 +49,16 @@ TEST(SiteMerge, OneWorkerIsItselfPlusTheWorkersList) {
 }
 
 TEST(SiteMerge, PeersSumTrafficAndTakeTheWorstState) {
-  const J w0 = J::array({J{{"name", "site-b"}, {"state", "up"}, {"srtt_s", 0.02},
-                           {"carried_packets", 10}, {"bdp_bytes", 5000}}});
-  const J w1 = J::array({J{{"name", "site-b"}, {"state", "waiting"}, {"srtt_s", 0.03},
-                           {"carried_packets", 5}, {"bdp_bytes", 6000}}});
+  const J w0 = J::array({J{{"name", "site-b"},
+                           {"state", "up"},
+                           {"srtt_s", 0.02},
+                           {"carried_packets", 10},
+                           {"bdp_bytes", 5000}}});
+  const J w1 = J::array({J{{"name", "site-b"},
+                           {"state", "waiting"},
+                           {"srtt_s", 0.03},
+                           {"carried_packets", 5},
+                           {"bdp_bytes", 6000}}});
   const J m = merge_snapshots("peers", {w0, w1});
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0]["carried_packets"], 15u);
