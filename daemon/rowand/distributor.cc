@@ -84,6 +84,17 @@ bool Distributor::poll() noexcept {
   rte_mbuf* out[RTE_MAX_LCORE][kBurst];
   uint16_t cnt[RTE_MAX_LCORE];
   for (int round = 0; round < 4; ++round) {
+    // Backpressure: read a burst only when every worker's ring can take a
+    // whole one (each frame adds at most one entry per ring). Otherwise the
+    // frames wait in the port's queue, as they would before a busy core,
+    // and this lcore goes idle (and sleeps), so that the workers get their
+    // CPU where lcores share one.
+    bool room = true;
+    for (uint32_t i = 0; i < n_ && room; ++i) room = rte_ring_free_count(rx_[i]) >= kBurst;
+    if (!room) {
+      add(backpressure_, 1);
+      break;
+    }
     rte_mbuf* pkts[kBurst];
     const uint16_t n = port_.rx(pkts, kBurst);
     if (n == 0) break;
@@ -164,6 +175,7 @@ DistributorStats Distributor::stats() const {
   s.tx_packets = tx_count_.load(std::memory_order_relaxed);
   s.broadcast = broadcast_.load(std::memory_order_relaxed);
   s.copy_nombuf = copy_nombuf_.load(std::memory_order_relaxed);
+  s.backpressure = backpressure_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < n_; ++i) {
     s.to_worker.push_back(to_worker_[i].load(std::memory_order_relaxed));
     s.worker_busy.push_back(worker_busy_[i].load(std::memory_order_relaxed));

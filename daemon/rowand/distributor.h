@@ -7,9 +7,15 @@
 // burst, not per frame.
 //
 // A frame for every worker (ARP, neighbour discovery) is copied for workers
-// 1..N-1 (rare; a failed copy counts `copy_nombuf`). A full RX ring drops
-// the frame and counts it (`worker_busy`) against that worker: the worker is
-// behind and the port's own ring would have overflowed the same way.
+// 1..N-1 (rare; a failed copy counts `copy_nombuf`). The distributor reads
+// a burst only when every worker's RX ring has room for a whole one
+// (`backpressure` counts the passes it did not): a worker that falls behind
+// leaves frames in the port's queue (the port drops them, imissed, when that
+// fills) rather than have them read and dropped, and the main lcore then
+// idles and sleeps, which matters where lcores share CPUs. The price is
+// head-of-line blocking: one slow worker holds the port for all.
+// `worker_busy` (a ring refused part of a burst) then only counts what
+// should not happen.
 //
 // Threading: poll(), set_routes(), arm_wake(), wait() on the main lcore;
 // stats() from any thread (each counter has one writer, the main lcore,
@@ -32,11 +38,12 @@
 namespace rowan::gw {
 
 struct DistributorStats {
-  uint64_t rx_packets = 0;            ///< frames read from the port
-  uint64_t tx_packets = 0;            ///< frames the port's tx_burst took from the workers
-  uint64_t broadcast = 0;             ///< frames given to every worker
-  uint64_t copy_nombuf = 0;           ///< copies of those that found no mbuf
-  std::vector<uint64_t> to_worker;    ///< frames handed to each worker
+  uint64_t rx_packets = 0;          ///< frames read from the port
+  uint64_t tx_packets = 0;          ///< frames the port's tx_burst took from the workers
+  uint64_t broadcast = 0;           ///< frames given to every worker
+  uint64_t copy_nombuf = 0;         ///< copies of those that found no mbuf
+  uint64_t backpressure = 0;        ///< passes that left the port unread: a worker's ring was full
+  std::vector<uint64_t> to_worker;  ///< frames handed to each worker
   std::vector<uint64_t> worker_busy;  ///< frames dropped: that worker's RX ring was full
 };
 
@@ -83,7 +90,8 @@ class Distributor {
   };
   std::vector<Staged> staged_;  ///< per worker: dequeued, not yet taken by tx_burst
   // Counters (one writer: the main lcore).
-  std::atomic<uint64_t> rx_count_{0}, tx_count_{0}, broadcast_{0}, copy_nombuf_{0};
+  std::atomic<uint64_t> rx_count_{0}, tx_count_{0}, broadcast_{0}, copy_nombuf_{0},
+      backpressure_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> to_worker_, worker_busy_;
 };
 

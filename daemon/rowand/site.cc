@@ -289,9 +289,10 @@ J Site::snapshot(const std::string& cmd) const {
     uint64_t busy = 0;
     for (uint64_t b : ds.worker_busy) busy += b;
     out["drops"]["worker_busy"] = busy;
-    out["distributor"] = J{{"rx_packets", ds.rx_packets}, {"tx_packets", ds.tx_packets},
-                           {"broadcast", ds.broadcast},   {"copy_nombuf", ds.copy_nombuf},
-                           {"to_worker", ds.to_worker},   {"worker_busy", ds.worker_busy}};
+    out["distributor"] = J{{"rx_packets", ds.rx_packets},     {"tx_packets", ds.tx_packets},
+                           {"broadcast", ds.broadcast},       {"copy_nombuf", ds.copy_nombuf},
+                           {"backpressure", ds.backpressure}, {"to_worker", ds.to_worker},
+                           {"worker_busy", ds.worker_busy}};
   }
   return out;
 }
