@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "packet_util.h"
+
 namespace rowan::gw {
 
 const char* to_string(FlowKind k) {
@@ -32,12 +34,7 @@ uint64_t FlowKey::hash() const {
   uint64_t h = w[0] * 0x9E3779B97F4A7C15ULL ^ w[1] * 0xC2B2AE3D27D4EB4FULL ^
                w[2] * 0x165667B19E3779F9ULL ^ w[3] * 0x27D4EB2F165667C5ULL ^
                rest * 0xFF51AFD7ED558CCDULL;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
+  return pkt::fmix64(h);
 }
 
 FlowTable::FlowTable(uint32_t capacity) : flows_(capacity) {

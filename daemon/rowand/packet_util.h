@@ -1,4 +1,5 @@
-// Packet helpers shared by the gateway's files (gateway*.cc): Ethernet
+// Packet helpers shared by rowand's data path (gateway*.cc, shard.cc,
+// flow_table.cc, dpdk_wan_io.cc): Ethernet
 // constants and IP header accessors. Internal to rowand; no state.
 #pragma once
 
@@ -53,6 +54,17 @@ inline roce::IpAddr ip_dst(const uint8_t* ip) {
   a.version = ip[0] >> 4;
   std::memcpy(a.bytes.data(), ip + (a.version == 4 ? 16 : 24), a.version == 4 ? 4 : 16);
   return a;
+}
+
+// MurmurHash3's 64-bit finalizer: every input bit reaches every output bit
+// (the flow table's and the workers' shard hashes).
+inline uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
 }
 
 }  // namespace rowan::gw::pkt

@@ -3,27 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codec/bytes.h"
+#include "packet_util.h"
 
 namespace rowan::gw {
 namespace {
 
-using wire::load_be16;
-
-constexpr uint16_t kEthIpv4 = 0x0800;
-constexpr uint16_t kEthIpv6 = 0x86DD;
-constexpr uint16_t kEthArp = 0x0806;
-constexpr uint32_t kEthLen = 14;
-
-// MurmurHash3's 64-bit finalizer: every input bit reaches every output bit.
-uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ULL;
-  k ^= k >> 33;
-  return k;
-}
+using namespace pkt;  // NOLINT: the packet helpers of packet_util.h
 
 uint64_t fold(const uint8_t* a, uint32_t n) {
   uint64_t h = 0;

@@ -89,6 +89,35 @@ class PassthroughTest : public ::testing::Test {
     return exec('a', "sh -c \"ip neigh show 198.18.1.1 | awk '{print \\$5}'\"").out.substr(0, 17);
   }
 
+  // Numbered RoCEv2 frames (roce_flows.py: QPS QPs x COUNT frames, each with
+  // its own UDP source port) from site A's host to site B's, captured at B's
+  // host into /run/rowan/two-site/NAME.pcap: the result of roce_flows.py
+  // verify (complete, in PSN order per QP, intact payloads).
+  ShellResult roce_across(const std::string& name, int qps, int count, const std::string& send_args,
+                          int seconds) {
+    const std::string mac = gw_mac();
+    EXPECT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
+    const std::string pcap = "/run/rowan/two-site/" + name + ".pcap";
+    exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " +
+                  std::to_string(qps * count) + " -a duration:" + std::to_string(seconds) + " -w " +
+                  pcap + " >/dev/null 2>&1 &'");
+    wait_for_capture(pcap);
+    const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
+    const ShellResult sent =
+        exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
+                      " --qps " + std::to_string(qps) + " --count " + std::to_string(count) + " " +
+                      send_args);
+    EXPECT_EQ(sent.status, 0) << sent.out;
+    // Wait for the capture to complete (dumpcap stops at the count).
+    for (int i = 0;
+         i < seconds * 5 && shell("pgrep -f '[d]umpcap.*" + name + ".pcap' >/dev/null").status == 0;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return shell(py + " verify " + pcap + " --qps " + std::to_string(qps) + " --count " +
+                 std::to_string(count));
+  }
+
   std::unique_ptr<Testbed> tb_;
   std::string script_, ctl_;
 };
@@ -177,27 +206,10 @@ TEST_F(PassthroughTest, AJumboWanCarriesJumboSiteFramesInWholeDatagrams) {
 
 TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   up("--rate 100mbit --rtt 20ms --loss 1%");
-  const std::string mac = gw_mac();
-  ASSERT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
   const std::string pcap = "/run/rowan/two-site/roce-b.pcap";
   const int qps = 3;
   const int count = 200;
-  exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
-                " -a duration:40 -w " + pcap + " >/dev/null 2>&1 &'");
-  wait_for_capture(pcap);
-  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
-  const ShellResult sent =
-      exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
-                    " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
-                    " --pps 1500");
-  ASSERT_EQ(sent.status, 0) << sent.out;
-  // Wait for the capture to complete (dumpcap stops at the count).
-  for (int i = 0; i < 100 && shell("pgrep -f '[d]umpcap.*roce-b.pcap' >/dev/null").status == 0;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
-                                   " --count " + std::to_string(count));
+  const ShellResult verify = roce_across("roce-b", qps, count, "--pps 1500", 40);
   EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
   const ShellResult decode = shell(ctl_ + " decode " + pcap + " | tail -n 1");
   EXPECT_NE(decode.out.find(std::to_string(qps * count) + " RoCEv2, 0 with a bad ICRC"),
@@ -219,26 +231,9 @@ TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
   up("--workers 2 --rate 100mbit --rtt 20ms --loss 1%");
   const json before = ctl('a', "status");
   ASSERT_EQ(before["workers"].size(), 2u) << before.dump();
-  const std::string mac = gw_mac();
-  ASSERT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
-  const std::string pcap = "/run/rowan/two-site/roce-workers-b.pcap";
   const int qps = 64;
   const int count = 30;
-  exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
-                " -a duration:60 -w " + pcap + " >/dev/null 2>&1 &'");
-  wait_for_capture(pcap);
-  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
-  const ShellResult sent =
-      exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
-                    " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
-                    " --size 256 --pps 2000");
-  ASSERT_EQ(sent.status, 0) << sent.out;
-  for (int i = 0;
-       i < 150 && shell("pgrep -f '[d]umpcap.*roce-workers-b.pcap' >/dev/null").status == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
-                                   " --count " + std::to_string(count));
+  const ShellResult verify = roce_across("roce-workers-b", qps, count, "--size 256 --pps 2000", 60);
   EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
   const json after = ctl('a', "status");
   ASSERT_EQ(after["workers"].size(), 2u);
