@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "codec/bytes.h"
 #include "io/af_packet_ring.h"
+#include "packet_util.h"
 
 namespace rowan::gw {
 
@@ -23,11 +24,8 @@ static_assert(sizeof(kWanDropNames) / sizeof(kWanDropNames[0]) ==
 
 namespace {
 
-using wire::load_be16;
-using wire::store_be16;
+using namespace pkt;  // NOLINT: the packet helpers of packet_util.h
 
-constexpr uint16_t kEthIpv4 = 0x0800;
-constexpr uint16_t kEthArp = 0x0806;
 constexpr uint8_t kProtoUdp = 17;
 constexpr uint8_t kTtl = 64;
 // net_af_packet's default ring frame (2048 bytes, of which 2016 hold a frame)

@@ -71,9 +71,12 @@ class FlowTable {
 
  private:
   void erase_slot(uint32_t slot) noexcept;
-  std::vector<Flow> flows_;      ///< slot → flow
-  std::vector<uint32_t> index_;  ///< hash bucket → slot + 1 (0 = empty)
-  std::vector<uint32_t> free_;   ///< free slots (stack)
+  std::vector<Flow> flows_;  ///< slot → flow
+  /// hash bucket → the hash's upper 32 bits (a tag compared before the key)
+  /// | slot + 1 in the lower 32 (0 = empty)
+  std::vector<uint64_t> index_;
+  static constexpr uint64_t kSlotMask = 0xFFFFFFFFULL;
+  std::vector<uint32_t> free_;  ///< free slots (stack)
   uint32_t size_ = 0;
   uint64_t mask_ = 0;
 };

@@ -10,88 +10,19 @@
 #include <spdlog/spdlog.h>
 #include <time.h>
 
-#include "codec/bytes.h"
+#include "packet_util.h"
 #include "registry.h"
-#include "rowan/build_version.h"
+
+// One packet worker's forwarding (gateway.h); its neighbours are in
+// gateway_neighbors.cc, its snapshot in gateway_snapshot.cc, its metrics in
+// gateway_metrics.cc.
 
 namespace rowan::gw {
 namespace {
 
-using wire::load_be16;
-using wire::store_be16;
+using namespace pkt;  // NOLINT: the packet helpers of packet_util.h
 
-constexpr uint16_t kEthIpv4 = 0x0800;
-constexpr uint16_t kEthIpv6 = 0x86DD;
-constexpr uint16_t kEthArp = 0x0806;
-constexpr uint32_t kEthLen = 14;
 constexpr uint32_t kMaxRecord = 65535;
-constexpr Mac kBroadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-
-bool ip_equal(const roce::IpAddr& a, const roce::IpAddr& b) {
-  return a.version == b.version &&
-         std::memcmp(a.bytes.data(), b.bytes.data(), a.version == 6 ? 16 : 4) == 0;
-}
-
-std::string mac_text(const Mac& m) {
-  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4],
-                     m[5]);
-}
-
-// Basic IP sanity: version, header and total lengths within `len`. Returns the
-// IP packet length (without Ethernet padding) or 0.
-uint32_t ip_packet_len(const uint8_t* ip, uint32_t len) {
-  if (len < 20) return 0;
-  const uint8_t v = ip[0] >> 4;
-  if (v == 4) {
-    const uint32_t ihl = (ip[0] & 0xF) * 4U;
-    const uint32_t total = load_be16(ip + 2);
-    if (ihl < 20 || total < ihl || total > len) return 0;
-    return total;
-  }
-  if (v == 6) {
-    if (len < 40) return 0;
-    const uint32_t total = 40U + load_be16(ip + 4);
-    return total <= len ? total : 0;
-  }
-  return 0;
-}
-
-roce::IpAddr ip_src(const uint8_t* ip) {
-  roce::IpAddr a;
-  a.version = ip[0] >> 4;
-  std::memcpy(a.bytes.data(), ip + (a.version == 4 ? 12 : 8), a.version == 4 ? 4 : 16);
-  return a;
-}
-roce::IpAddr ip_dst(const uint8_t* ip) {
-  roce::IpAddr a;
-  a.version = ip[0] >> 4;
-  std::memcpy(a.bytes.data(), ip + (a.version == 4 ? 16 : 24), a.version == 4 ? 4 : 16);
-  return a;
-}
-
-// ICMPv6 checksum (RFC 4443 §2.3) of the IPv6 packet at `ip` (payload
-// length from its header), with the checksum field taken as zero.
-uint16_t icmp6_checksum(const uint8_t* ip) {
-  const uint32_t plen = load_be16(ip + 4);
-  uint32_t sum = plen + 58U;
-  for (uint32_t i = 8; i < 40; i += 2) sum += load_be16(ip + i);  // addresses
-  const uint8_t* p = ip + 40;
-  for (uint32_t i = 0; i + 1 < plen; i += 2) sum += i == 2 ? 0U : load_be16(p + i);
-  if ((plen & 1U) != 0) sum += static_cast<uint32_t>(p[plen - 1]) << 8;
-  while ((sum >> 16) != 0) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
-// An IPv6 header with ICMPv6 next, hop limit 255 (RFC 4861 requires it).
-void ipv6_header(uint8_t* ip, uint16_t plen, const uint8_t* src, const uint8_t* dst) {
-  std::memset(ip, 0, 8);
-  ip[0] = 0x60;
-  store_be16(ip + 4, plen);
-  ip[6] = 58;
-  ip[7] = 255;
-  std::memcpy(ip + 8, src, 16);
-  std::memcpy(ip + 24, dst, 16);
-}
 
 }  // namespace
 
@@ -99,7 +30,7 @@ const char* const kDropNames[] = {
     "runt_frame", "not_for_us",    "unsupported_l2", "malformed_ip",   "malformed_arp",
     "to_gateway", "no_route",      "oversize",       "malformed_roce", "flow_table_full",
     "backlog",    "peer_down",     "bad_record",     "not_local",      "neighbor_pending",
-    "no_mbuf",    "local_tx_full",
+    "no_mbuf",    "local_tx_full", "worker_busy",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
 
@@ -112,38 +43,6 @@ uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b) {
   x += y;
   for (char c : x) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ULL;
   return h == 0 ? 1 : h;
-}
-
-// ---------------------------------------------------------------------------
-// NeighborTable
-
-uint32_t NeighborTable::bucket(const roce::IpAddr& ip) {
-  uint32_t h = 2166136261U;
-  for (size_t i = 0; i < (ip.version == 6 ? 16U : 4U); ++i) h = (h ^ ip.bytes[i]) * 16777619U;
-  return h % kCapacity;
-}
-
-NeighborTable::Entry* NeighborTable::find(const roce::IpAddr& ip) noexcept {
-  for (uint32_t i = 0, b = bucket(ip); i < kCapacity; ++i, b = (b + 1) % kCapacity) {
-    if (!e_[b].used) return nullptr;
-    if (ip_equal(e_[b].ip, ip)) return &e_[b];
-  }
-  return nullptr;
-}
-
-NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcept {
-  for (uint32_t i = 0, b = bucket(ip); i < kCapacity; ++i, b = (b + 1) % kCapacity) {
-    if (!e_[b].used) {
-      if (size_ + 1 >= kCapacity) return nullptr;  // keep one hole so probes end
-      e_[b] = Entry{};
-      e_[b].used = true;
-      e_[b].ip = ip;
-      ++size_;
-      return &e_[b];
-    }
-    if (ip_equal(e_[b].ip, ip)) return &e_[b];
-  }
-  return nullptr;
 }
 
 // ---------------------------------------------------------------------------
@@ -208,10 +107,11 @@ std::string ip_text(const roce::IpAddr& a) {
   return b;
 }
 
-Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
+Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
+                 const WorkerOptions& worker)
     : cfg_(cfg),
       local_(local),
-      waker_(cfg.local.device),
+      worker_(worker),
       clock_(clock),
       flows_(cfg.wan.max_flows),
       scratch_(kMaxRecord + 2) {
@@ -241,10 +141,24 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
     p->events = PeerEvents(pc.name);
-    p->link = pc.links.empty() ? &cfg.wan.links.front() : cfg.find_link(pc.links.front());
+    // Into our own copy of the config: the caller's may not outlive us.
+    p->link = pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links.front());
     if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
     io::PacketIo* wan = nullptr;
+    // Worker i's connection: the link's port + i toward the peer's port + i.
+    SockAddr bind = p->link->bind;
+    SockAddr endpoint = pc.endpoint;
+    if (bind.port + worker.index > 65535 || endpoint.port + worker.index > 65535) {
+      throw std::runtime_error("link " + p->link->name + ": port + worker index passes 65535");
+    }
+    bind.port = static_cast<uint16_t>(bind.port + worker.index);
+    endpoint.port = static_cast<uint16_t>(endpoint.port + worker.index);
     if (p->link->backend == WanBackend::kDpdk) {
+      if (worker.index != 0) {
+        throw std::runtime_error("link " + p->link->name +
+                                 ": a dpdk WAN link carries one worker; with several workers "
+                                 "([eal] lcores) use backend = \"udp\"");
+      }
       // dpdk_wan_io.h: the link's port answers for one peer.
       for (const auto& other : peers_) {
         if (other->link == p->link) {
@@ -266,8 +180,8 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     } else {
       const uint32_t ip_hdr = p->link->bind.addr.version == 6 ? 40 : 20;
       io::UdpUringOptions o;
-      o.bind = io::UdpEndpoint::parse(p->link->bind.to_string());
-      o.peer = io::UdpEndpoint::parse(pc.endpoint.to_string());
+      o.bind = io::UdpEndpoint::parse(bind.to_string());
+      o.peer = io::UdpEndpoint::parse(endpoint.to_string());
       o.max_datagram = p->link->mtu - ip_hdr - 8;
       p->io = std::make_unique<io::UdpUringIo>(o);
       wan = p->io.get();
@@ -288,7 +202,7 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
     }
 
     transport::TransportConfig tc;
-    tc.connection_id = pair_connection_id(p->link->bind, pc.endpoint);
+    tc.connection_id = pair_connection_id(bind, endpoint);
     tc.link_rate = p->link->rate;
     tc.base_rtt = p->link->rtt;
     tc.max_datagram = wan->max_datagram();
@@ -308,6 +222,8 @@ Gateway::Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock)
   split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
   split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
   reload(cfg);
+  flow_views_.reserve(kListedFlows);
+  flow_views_next_.reserve(kListedFlows);
   next_housekeeping_ = now;
   window_start_ = now;
   publish(now);
@@ -454,11 +370,12 @@ TimePoint Gateway::next_timeout() const noexcept {
 
 void Gateway::idle_wait(Duration d) noexcept {
   if (peers_.size() == 1 && peers_.front()->io) {
-    peers_.front()->io->wait(d, waker_.fd());
-    return;
+    peers_.front()->io->wait(d, local_.wake_fd());
+  } else {
+    timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
+    nanosleep(&ts, nullptr);
   }
-  timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
-  nanosleep(&ts, nullptr);
+  local_.disarm();
 }
 
 void Gateway::local_rx(TimePoint now) noexcept {
@@ -494,49 +411,6 @@ void Gateway::local_rx(TimePoint now) noexcept {
     }
     if (n < kBurst) break;
   }
-}
-
-void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
-  uint8_t* a = eth + kEthLen;
-  if (len < kEthLen + 28 || load_be16(a) != 1 || load_be16(a + 2) != kEthIpv4 || a[4] != 6 ||
-      a[5] != 4) {
-    drop(Drop::kMalformedArp, m);
-    return;
-  }
-  const uint16_t op = load_be16(a + 6);
-  roce::IpAddr spa{4, {}};
-  roce::IpAddr tpa{4, {}};
-  std::memcpy(spa.bytes.data(), a + 14, 4);
-  std::memcpy(tpa.bytes.data(), a + 24, 4);
-  const bool for_us = ip_equal(tpa, cfg_.local.address);
-  // Learn (or refresh) the sender when it is on the site subnet.
-  if (site_.contains(spa) && !ip_equal(spa, cfg_.local.address)) {
-    NeighborTable::Entry* e = for_us ? neigh_.find_or_add(spa) : neigh_.find(spa);
-    if (e != nullptr) {
-      std::memcpy(e->mac.data(), a + 8, 6);
-      e->resolved = true;
-      e->updated = now;
-      for (uint32_t i = 0; i < e->npending; ++i) {
-        uint8_t* p = rte_pktmbuf_mtod(e->pending[i], uint8_t*);
-        std::memcpy(p, e->mac.data(), 6);
-        enqueue_local(e->pending[i]);
-      }
-      e->npending = 0;
-    }
-  }
-  if (op == 1 && for_us) {
-    // Turn the request into the reply in place.
-    std::memcpy(eth, eth + 6, 6);
-    std::memcpy(eth + 6, mac_.data(), 6);
-    store_be16(a + 6, 2);
-    std::memcpy(a + 18, a + 8, 10);  // target := sender (MAC and IP)
-    std::memcpy(a + 8, mac_.data(), 6);
-    std::memcpy(a + 14, cfg_.local.address.bytes.data(), 4);
-    ++ctr_.arp_replies;
-    enqueue_local(m);
-    return;
-  }
-  rte_pktmbuf_free(m);
 }
 
 bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
@@ -771,12 +645,29 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
     }
     if (c.readable(id) < rs.need) break;
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
-    c.read(id, scratch_.data(), rs.need, nullptr, now);
+    // The record goes straight from the stream into the frame toward the
+    // host (one copy); only a record too large for an mbuf, or no mbuf,
+    // takes the scratch buffer and deliver()'s checks and drop reasons.
+    rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+    uint8_t* eth = m == nullptr ? nullptr
+                                : reinterpret_cast<uint8_t*>(rte_pktmbuf_append(
+                                      m, static_cast<uint16_t>(kEthLen + rs.need)));
+    if (eth != nullptr && kEthLen + rs.need <= UINT16_MAX) {
+      c.read(id, eth + kEthLen, rs.need, nullptr, now);
+      if (split_->on_wan(&peer, id, eth + kEthLen, rs.need, now)) {
+        rte_pktmbuf_free(m);
+      } else {
+        deliver_frame(m, eth, rs.need, now);
+      }
+    } else {
+      if (m != nullptr) rte_pktmbuf_free(m);
+      c.read(id, scratch_.data(), rs.need, nullptr, now);
+      if (!split_->on_wan(&peer, id, scratch_.data(), rs.need, now)) {
+        deliver(scratch_.data(), rs.need, now);
+      }
+    }
     ++rs.packets;
     rs.bytes += rs.need;
-    if (!split_->on_wan(&peer, id, scratch_.data(), rs.need, now)) {
-      deliver(scratch_.data(), rs.need, now);
-    }
     ++peer.delivered_packets;
     peer.delivered_bytes += rs.need;
     rs.need = 0;
@@ -784,17 +675,22 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
   }
 }
 
-void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
   if (ip_packet_len(ip, len) != len) {
     drop(Drop::kBadRecord);
-    return;
+    return false;
   }
   const roce::IpAddr dst = ip_dst(ip);
   if (!(site_.contains(dst) || site6_.contains(dst)) || ip_equal(dst, cfg_.local.address) ||
       ip_equal(dst, cfg_.local.address6)) {
     drop(Drop::kNotLocal);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+  if (!deliverable(ip, len)) return;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
     drop(Drop::kNoMbuf);
@@ -806,9 +702,24 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
     drop(Drop::kOversize, m);
     return;
   }
+  std::memcpy(eth + kEthLen, ip, len);
+  send_to_host(m, eth, len, now);
+}
+
+void Gateway::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+  if (!deliverable(eth + kEthLen, len)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  send_to_host(m, eth, len, now);
+}
+
+void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+  (void)len;
+  const uint8_t* ip = eth + kEthLen;
+  const roce::IpAddr dst = ip_dst(ip);
   std::memcpy(eth + 6, mac_.data(), 6);
   store_be16(eth + 12, (ip[0] >> 4) == 4 ? kEthIpv4 : kEthIpv6);
-  std::memcpy(eth + kEthLen, ip, len);
   NeighborTable::Entry* e = neigh_.find_or_add(dst);
   if (e != nullptr && e->resolved) {
     std::memcpy(eth, e->mac.data(), 6);
@@ -829,136 +740,6 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
       send_arp_request(dst, now);
     }
   }
-}
-
-void Gateway::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
-  std::memcpy(e.mac.data(), mac, 6);
-  e.resolved = true;
-  e.updated = now;
-  for (uint32_t i = 0; i < e.npending; ++i) {
-    std::memcpy(rte_pktmbuf_mtod(e.pending[i], uint8_t*), e.mac.data(), 6);
-    enqueue_local(e.pending[i]);
-  }
-  e.npending = 0;
-}
-
-void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
-  // RFC 4861: a neighbour solicitation (135) for our address is answered
-  // with an advertisement; solicitations and advertisements (136) from site
-  // hosts teach us their MACs. Everything else addressed to us is dropped.
-  uint8_t* icmp = ip + 40;
-  const uint8_t type = icmp[0];
-  if (ip[7] != 255 || icmp[1] != 0 || (type != 135 && type != 136) ||
-      load_be16(icmp + 2) != icmp6_checksum(ip)) {
-    drop(Drop::kToGateway, m);
-    return;
-  }
-  uint8_t* eth = ip - kEthLen;
-  roce::IpAddr target{6, {}};
-  std::memcpy(target.bytes.data(), icmp + 8, 16);
-  // The link-layer address option: source (1) in a solicitation, target (2)
-  // in an advertisement; the Ethernet source otherwise.
-  const uint8_t* lladdr = eth + 6;
-  for (uint32_t off = 24; off + 8 <= len - 40;) {
-    const uint32_t olen = icmp[off + 1] * 8U;
-    if (olen == 0) break;
-    if (icmp[off] == (type == 135 ? 1 : 2) && olen >= 8) lladdr = icmp + off + 2;
-    off += olen;
-  }
-  const roce::IpAddr src = ip_src(ip);
-  const roce::IpAddr& learned = type == 135 ? src : target;
-  if (site6_.contains(learned) && !ip_equal(learned, cfg_.local.address6)) {
-    // Like ARP: a host that asks for us is added, others only refreshed.
-    NeighborTable::Entry* e = type == 135 && ip_equal(target, cfg_.local.address6)
-                                  ? neigh_.find_or_add(learned)
-                                  : neigh_.find(learned);
-    if (e != nullptr) learn_neighbor(*e, lladdr, now);
-  }
-  const bool dad =
-      std::all_of(src.bytes.begin(), src.bytes.begin() + 16, [](uint8_t b) { return b == 0; });
-  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad) {
-    rte_pktmbuf_free(m);
-    return;
-  }
-  // Turn the solicitation into a solicited advertisement in place.
-  std::memcpy(eth, lladdr, 6);
-  std::memcpy(eth + 6, mac_.data(), 6);
-  uint8_t peer_ip[16];
-  std::memcpy(peer_ip, ip + 8, 16);
-  ipv6_header(ip, 32, cfg_.local.address6.bytes.data(), peer_ip);
-  std::memset(icmp, 0, 32);
-  icmp[0] = 136;
-  icmp[4] = 0x60;  // solicited, override
-  std::memcpy(icmp + 8, cfg_.local.address6.bytes.data(), 16);
-  icmp[24] = 2;  // target link-layer address
-  icmp[25] = 1;
-  std::memcpy(icmp + 26, mac_.data(), 6);
-  store_be16(icmp + 2, icmp6_checksum(ip));
-  const uint32_t frame = kEthLen + 40 + 32;
-  rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_pkt_len(m) - frame));
-  ++ctr_.arp_replies;
-  enqueue_local(m);
-}
-
-void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip) noexcept {
-  rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
-  if (m == nullptr) {
-    drop(Drop::kNoMbuf);
-    return;
-  }
-  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthLen + 40 + 32));
-  if (eth == nullptr) {
-    drop(Drop::kNoMbuf, m);
-    return;
-  }
-  // To the target's solicited-node multicast group ff02::1:ffXX:XXXX.
-  uint8_t group[16] = {0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xFF};
-  std::memcpy(group + 13, ip.bytes.data() + 13, 3);
-  const Mac dst_mac = {0x33, 0x33, 0xFF, ip.bytes[13], ip.bytes[14], ip.bytes[15]};
-  std::memcpy(eth, dst_mac.data(), 6);
-  std::memcpy(eth + 6, mac_.data(), 6);
-  store_be16(eth + 12, kEthIpv6);
-  uint8_t* v6 = eth + kEthLen;
-  ipv6_header(v6, 32, cfg_.local.address6.bytes.data(), group);
-  uint8_t* icmp = v6 + 40;
-  std::memset(icmp, 0, 32);
-  icmp[0] = 135;
-  std::memcpy(icmp + 8, ip.bytes.data(), 16);
-  icmp[24] = 1;  // source link-layer address
-  icmp[25] = 1;
-  std::memcpy(icmp + 26, mac_.data(), 6);
-  store_be16(icmp + 2, icmp6_checksum(v6));
-  ++ctr_.arp_requests;
-  enqueue_local(m);
-}
-
-void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {
-  (void)now;
-  rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
-  if (m == nullptr) {
-    drop(Drop::kNoMbuf);
-    return;
-  }
-  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
-  if (eth == nullptr) {
-    drop(Drop::kNoMbuf, m);
-    return;
-  }
-  std::memset(eth, 0, 60);
-  std::memcpy(eth, kBroadcast.data(), 6);
-  std::memcpy(eth + 6, mac_.data(), 6);
-  store_be16(eth + 12, kEthArp);
-  uint8_t* a = eth + kEthLen;
-  store_be16(a, 1);
-  store_be16(a + 2, kEthIpv4);
-  a[4] = 6;
-  a[5] = 4;
-  store_be16(a + 6, 1);
-  std::memcpy(a + 8, mac_.data(), 6);
-  std::memcpy(a + 14, cfg_.local.address.bytes.data(), 4);
-  std::memcpy(a + 24, ip.bytes.data(), 4);
-  ++ctr_.arp_requests;
-  enqueue_local(m);
 }
 
 void Gateway::enqueue_local(rte_mbuf* m) noexcept {
@@ -1017,226 +798,6 @@ void Gateway::housekeeping(TimePoint now) noexcept {
     }
     p->health.update(now, p->secure ? p->secure->secure_stats().last_rx : p->last_rx);
   }
-}
-
-void Gateway::publish(TimePoint now) {
-  // The peers' events, logged here (every 100 ms) rather than on the packet path.
-  for (auto& pp : peers_) {
-    PeerState& p = *pp;
-    PeerEvents::Observation o;
-    o.up = p.health.up();
-    o.seen = p.health.seen();
-    o.outages = p.health.outages();
-    o.last_outage = p.health.last_outage();
-    if (p.secure) {
-      o.handshakes = p.secure->secure_stats().handshakes_completed;
-      o.peer_restarts = p.secure->secure_stats().peer_restarts;
-    }
-    for (const PeerEvents::Line& line : p.events.observe(o, now)) {
-      if (line.level == PeerEvents::Level::kWarn) {
-        spdlog::warn("{}", line.text);
-      } else {
-        spdlog::info("{}", line.text);
-      }
-    }
-  }
-  nlohmann::ordered_json s = make_snapshot(now);
-  DataPathMetrics m;
-  fill_metrics(now, m);
-  {
-    std::lock_guard<std::mutex> lock(snap_mu_);
-    snap_ = std::move(s);
-    metrics_ = std::move(m);
-    ++snap_gen_;
-    publish_wanted_.store(false, std::memory_order_release);
-  }
-  snap_cv_.notify_all();
-}
-
-nlohmann::ordered_json Gateway::snapshot(const std::string& cmd, Duration wait) const {
-  std::unique_lock<std::mutex> lock(snap_mu_);
-  const uint64_t gen = snap_gen_;
-  publish_wanted_.store(true, std::memory_order_release);
-  snap_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), [&] { return snap_gen_ != gen; });
-  if (!snap_.contains(cmd)) throw std::invalid_argument("unknown command '" + cmd + "'");
-  return snap_[cmd];
-}
-
-nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
-  using J = nlohmann::ordered_json;
-  J peers = J::array();
-  J links = J::array();
-  J flows = J::array();
-  uint64_t carried = 0;
-  uint64_t delivered = 0;
-  for (const auto& pp : peers_) {
-    const PeerState& p = *pp;
-    const transport::ConnStats& s = p.conn->stats();
-    const bool up = p.health.up();
-    carried += p.carried_packets;
-    delivered += p.delivered_packets;
-    peers.push_back(J{
-        {"name", p.cfg.name},
-        {"endpoint", p.cfg.endpoint.to_string()},
-        {"link", p.link->name},
-        {"state", up ? "up" : (p.health.seen() ? "down" : "waiting")},
-        {"outages", p.health.outages()},
-        {"outage_seconds_total", (p.health.outage_total() + p.health.down_for(now)).seconds()},
-        {"last_outage_s", p.health.last_outage().seconds()},
-        {"down_for_s", p.health.down_for(now).seconds()},
-        {"last_rx_seconds_ago", p.last_rx.is_zero() ? -1.0 : (now - p.last_rx).seconds()},
-        {"cc", std::string(p.conn->cc().name())},
-        {"srtt_s", s.srtt.seconds()},
-        {"min_rtt_s", s.min_rtt.seconds()},
-        {"rttvar_s", s.rttvar.seconds()},
-        {"cwnd_bytes", s.cwnd},
-        {"pacing_rate_bps", s.pacing_rate.bps()},
-        {"bdp_bytes", p.conn->bdp()},
-        {"bytes_in_flight", s.bytes_in_flight},
-        {"delivered_bytes", s.delivered_bytes},
-        {"packets_sent", s.packets_sent},
-        {"packets_received", s.packets_received},
-        {"retransmitted_packets", s.retransmitted_packets},
-        {"retransmitted_bytes", s.retransmitted_bytes},
-        {"lost_packets", s.lost_packets},
-        {"ptos", s.ptos},
-        {"rtos", s.rtos},
-        {"send_buffer_used_bytes", s.send_buffer_used},
-        {"send_buffer_capacity_bytes", s.send_buffer_capacity},
-        {"send_buffer_budget_bytes", p.conn->send_buffer_capacity()},
-        {"recv_buffer_used_bytes", s.recv_buffer_used},
-        {"carried_packets", p.carried_packets},
-        {"carried_bytes", p.carried_bytes},
-        {"delivered_packets", p.delivered_packets},
-        {"delivered_ip_bytes", p.delivered_bytes},
-        {"transport_drops", J{{"malformed", s.drop_malformed},
-                              {"bad_version", s.drop_bad_version},
-                              {"bad_connection_id", s.drop_bad_connection_id},
-                              {"bad_integrity", s.drop_bad_integrity},
-                              {"duplicate", s.drop_duplicate},
-                              {"flow_control", s.drop_flow_control},
-                              {"too_many_streams", s.drop_too_many_streams}}},
-    });
-    if (p.secure) {
-      const crypto::SecureStats& ss = p.secure->secure_stats();
-      J drops = J::object();
-      for (size_t i = 0; i < ss.drops.size(); ++i) {
-        drops[crypto::to_string(static_cast<crypto::SecureDrop>(i))] = ss.drops[i];
-      }
-      peers.back()["encryption"] = "aes-256-gcm";
-      peers.back()["session"] = p.secure->peer_up(now) ? "up" : "down";
-      peers.back()["last_handshake_seconds_ago"] =
-          ss.last_handshake.is_zero() ? -1.0 : (now - ss.last_handshake).seconds();
-      peers.back()["handshakes"] = ss.handshakes_completed;
-      peers.back()["rekeys"] = ss.rekeys;
-      peers.back()["tx_no_session"] = ss.tx_no_session;
-      peers.back()["security_drops"] = drops;
-      peers.back()["transport_resets"] = p.transport_resets;
-    } else {
-      peers.back()["encryption"] = "none (insecure)";
-    }
-    const io::IoStats& io = p.link_io().stats();
-    links.push_back(J{{"name", p.link->name},
-                      {"backend", p.dpdk ? "dpdk" : "udp"},
-                      {"bind", p.link->bind.to_string()},
-                      {"peer", p.cfg.name},
-                      {"rate_bps", p.link->rate.bps()},
-                      {"rtt_s", p.link->rtt.seconds()},
-                      {"mtu", p.link->mtu},
-                      {"tx_packets", io.tx_packets},
-                      {"tx_bytes", io.tx_bytes},
-                      {"rx_packets", io.rx_packets},
-                      {"rx_bytes", io.rx_bytes},
-                      {"tx_full", io.tx_full},
-                      {"rx_wrong_source", p.io ? p.io->udp_stats().rx_wrong_source : 0},
-                      {"tx_errors", p.io ? p.io->udp_stats().tx_errors : 0}});
-    if (p.dpdk) {  // dpdk_wan_io.h: the port's drops by reason, ARP and device counters
-      const DpdkWanStats& ws = p.dpdk->wan_stats();
-      J drops = J::object();
-      for (size_t i = 0; i < ws.drops.size(); ++i) drops[kWanDropNames[i]] = ws.drops[i];
-      const PortStats ps = p.dpdk->port_stats();
-      links.back()["rx_wrong_source"] = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
-      links.back()["device"] = p.link->device;
-      links.back()["resolved"] = p.dpdk->resolved();
-      links.back()["drops"] = drops;
-      links.back()["arp"] = J{{"requests_sent", ws.arp_requests_sent},
-                              {"replies_sent", ws.arp_replies_sent},
-                              {"learned", ws.arp_learned}};
-      links.back()["port"] =
-          J{{"ipackets", ps.ipackets}, {"opackets", ps.opackets}, {"imissed", ps.imissed},
-            {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
-    }
-  }
-  int listed = 0;
-  for (const Flow& f : flows_.flows()) {
-    if (!f.used || ++listed > 1000) continue;
-    J fj{{"kind", to_string(f.key.kind)},
-         {"src", ip_text(f.key.src)},
-         {"dst", ip_text(f.key.dst)},
-         {"peer", peers_[f.peer]->cfg.name},
-         {"stream", f.stream},
-         {"packets", f.packets},
-         {"bytes", f.bytes},
-         {"ce_marked", f.ce_marked},
-         {"dropped", f.dropped},
-         {"buffered_bytes", peers_[f.peer]->conn->stream_unacked(f.stream)},
-         {"idle_s", (now - f.last_seen).seconds()}};
-    if (f.key.kind == FlowKind::kRoce) {
-      fj["dest_qp"] = f.key.qp;
-    } else if (f.key.kind != FlowKind::kOther) {
-      fj["sport"] = f.key.sport;
-      fj["dport"] = f.key.dport;
-    } else {
-      fj["proto"] = f.key.proto;
-    }
-    flows.push_back(std::move(fj));
-  }
-  J drops = J::object();
-  for (size_t i = 0; i < ctr_.drops.size(); ++i) drops[kDropNames[i]] = ctr_.drops[i];
-  J flow_drops = J::object();
-  for (size_t i = 0; i < ctr_.flow_drops.size(); ++i) {
-    flow_drops[to_string(static_cast<FlowKind>(i))] = ctr_.flow_drops[i];
-  }
-  const PortStats ps = local_.stats();
-  J routes = J::array();
-  for (const Route& r : routes_) {
-    routes.push_back(J{{"prefix", r.prefix.to_string()},
-                       {"peer", peers_[r.peer]->cfg.name},
-                       {"mode", to_string(r.mode)}});
-  }
-  J status{{"version", ROWAN_BUILD_VERSION},
-           {"uptime_s", (now - started_).seconds()},
-           {"config", cfg_.path},
-           {"local", J{{"device", cfg_.local.device},
-                       {"address",
-                        ip_text(cfg_.local.address) + "/" + std::to_string(cfg_.local.prefix_len)},
-                       {"mac", mac_text(mac_)},
-                       {"rx_packets", ctr_.local_rx_packets},
-                       {"rx_bytes", ctr_.local_rx_bytes},
-                       {"tx_packets", ctr_.local_tx_packets},
-                       {"tx_bytes", ctr_.local_tx_bytes},
-                       {"port", J{{"ipackets", ps.ipackets},
-                                  {"opackets", ps.opackets},
-                                  {"imissed", ps.imissed},
-                                  {"ierrors", ps.ierrors},
-                                  {"oerrors", ps.oerrors},
-                                  {"rx_nombuf", ps.rx_nombuf}}}}},
-           {"routes", routes},
-           {"security", cfg_.local.insecure ? "INSECURE (plaintext WAN links)" : "aes-256-gcm"},
-           {"peers", peers.size()},
-           {"flows", flows_.size()},
-           {"flows_created", ctr_.flows_created},
-           {"flows_expired", ctr_.flows_expired},
-           {"neighbors", neigh_.size()},
-           {"carried_packets", carried},
-           {"delivered_packets", delivered},
-           {"ce_marked", ctr_.ce_marked},
-           {"arp_replies", ctr_.arp_replies},
-           {"arp_requests", ctr_.arp_requests},
-           {"drops", drops},
-           {"flow_drops", flow_drops},
-           {"split", split_->snapshot()}};
-  return J{{"status", status}, {"peers", peers}, {"links", links}, {"flows", flows}};
 }
 
 }  // namespace rowan::gw

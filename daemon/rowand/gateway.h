@@ -10,7 +10,14 @@
 // carries one flow's packets in order; a local MTU larger than the WAN's is
 // handled by the stream (records span datagrams and are reassembled).
 //
-// Threading: poll(), reload() and publish() run on the packet lcore; the
+// One Gateway is one packet worker (ARCHITECTURE.md "Packet workers"): it
+// owns a shard of the flows (flow table, split state), its own connection to
+// each peer (worker i binds the link's port + i and talks to the peer's port
+// + i, so worker i of one gateway pairs with worker i of the other) and its
+// neighbour table. site.h runs one per lcore; shard.h says which frames are
+// whose.
+//
+// Threading: poll(), reload() and publish() run on the worker's lcore; the
 // snapshot accessors run on the control thread and only read the snapshot
 // that publish() copies under a mutex (about ten times a second, and once
 // more on a control request — never per packet).
@@ -39,8 +46,8 @@
 #include "metrics.h"
 #include "peer_events.h"
 #include "peer_health.h"
-#include "rx_waker.h"
 #include "send_admission.h"
+#include "site_io.h"
 #include "split_engine.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
@@ -68,6 +75,7 @@ enum class Drop : uint8_t {
   kNeighborPending,  ///< the host's MAC is unresolved and its queue is full
   kNoMbuf,
   kLocalTxFull,
+  kWorkerBusy,  ///< the distributor found this worker's RX ring full (distributor.h)
   kCount
 };
 extern const char* const kDropNames[];
@@ -157,10 +165,19 @@ struct GatewayCounters {
 
 class GatewaySplitIo;
 
+/// Which worker a Gateway is (site.h).
+struct WorkerOptions {
+  uint32_t index = 0;             ///< 0..workers-1; WAN ports are offset by it
+  uint32_t lcore = 0;             ///< the EAL lcore it runs on
+  bool answers_neighbors = true;  ///< replies to ARP/ND for the gateway (worker 0)
+  bool reports_port = true;       ///< reports the site port's own counters (one worker)
+};
+
 class Gateway {
  public:
   /// Opens the peers' WAN links and connections. Throws on failure.
-  Gateway(const GatewayConfig& cfg, Port& local, const Clock& clock);
+  Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
+          const WorkerOptions& worker = {});
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -177,10 +194,13 @@ class Gateway {
   /// (an af_packet local port, one peer on the UDP backend): the loop may
   /// then sleep until its next timer instead of backing off in steps.
   bool can_block() const noexcept {
-    return waker_.fd() >= 0 && peers_.size() == 1 && peers_.front()->io != nullptr;
+    return local_.wake_fd() >= 0 && peers_.size() == 1 && peers_.front()->io != nullptr;
   }
   /// Empties the local port's doorbell; poll() once more before idle_wait().
-  void arm_wake() noexcept { waker_.arm(); }
+  void arm_wake() noexcept { local_.arm_wake(); }
+  /// After poll() found work (a distributor stops waking this worker).
+  void disarm_wake() noexcept { local_.disarm(); }
+  const WorkerOptions& worker() const noexcept { return worker_; }
 
   /// Applies a reloaded config: routes, the [cc] algorithm and parameters (live
   /// connections swap their controller) and the flow idle timeout. Flows and
@@ -227,6 +247,10 @@ class Gateway {
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void resume_parked(TimePoint now) noexcept;
   void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  /// The same for a record already read into `m` (at eth + 14; one copy).
+  void deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
+  bool deliverable(const uint8_t* ip, uint32_t len) noexcept;  ///< or drops and counts
+  void send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
   void handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   void send_neighbor_solicitation(const roce::IpAddr& ip) noexcept;
@@ -236,11 +260,12 @@ class Gateway {
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
   void housekeeping(TimePoint now) noexcept;
   nlohmann::ordered_json make_snapshot(TimePoint now) const;
+  nlohmann::ordered_json render_flows() const;                 ///< control thread, under snap_mu_
   void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< gateway_metrics.cc
 
   GatewayConfig cfg_;
-  Port& local_;
-  RxWaker waker_;                        ///< the local port's doorbell (rx_waker.h)
+  SiteIo& local_;
+  WorkerOptions worker_;
   [[maybe_unused]] const Clock& clock_;  ///< the packet loop passes `now`; kept for owners
   Mac mac_{};
   Prefix site_;   ///< the local subnet
@@ -278,6 +303,16 @@ class Gateway {
   uint64_t snap_gen_ = 0;  ///< publishes so far; guarded by snap_mu_
   nlohmann::ordered_json snap_;
   DataPathMetrics metrics_;  ///< guarded by snap_mu_
+  /// A flow as `rowanctl flows` lists it (copied by publish()).
+  struct FlowView {
+    FlowKey key;
+    uint32_t peer = 0;
+    uint64_t stream = 0, packets = 0, bytes = 0, ce_marked = 0, dropped = 0, buffered = 0;
+    double idle_s = 0;
+  };
+  static constexpr size_t kListedFlows = 1000;
+  std::vector<FlowView> flow_views_;       ///< guarded by snap_mu_
+  std::vector<FlowView> flow_views_next_;  ///< the worker's, swapped in under snap_mu_
 };
 
 /// "198.18.1.10", "2001:2::10" (control path).

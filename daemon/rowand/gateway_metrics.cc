@@ -18,7 +18,16 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
 
   m.lcores = 1;
   m.loop_iterations = ctr_.loops;
-  m.workers.push_back({0, busy_.busy(), busy_.idle(), busy_.busy_ratio()});
+  WorkerMetrics wm;
+  wm.worker = worker_.index;
+  wm.lcore = worker_.lcore;
+  wm.busy = busy_.busy();
+  wm.idle = busy_.idle();
+  wm.busy_ratio = busy_.busy_ratio();
+  wm.active_flows = flows_.size();
+  wm.rx_packets = ctr_.local_rx_packets;
+  wm.tx_packets = ctr_.local_tx_packets;
+  m.workers.push_back(wm);
   m.local_rx_packets = ctr_.local_rx_packets;
   m.local_rx_bytes = ctr_.local_rx_bytes;
   m.local_tx_packets = ctr_.local_tx_packets;
@@ -107,19 +116,21 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     m.peers.push_back(std::move(pm));
   }
 
-  const PortStats ps = local_.stats();
-  PortMetrics port;
-  port.port = local_.name();
-  port.role = "local";
-  port.ipackets = ps.ipackets;
-  port.opackets = ps.opackets;
-  port.ibytes = ps.ibytes;
-  port.obytes = ps.obytes;
-  port.imissed = ps.imissed;
-  port.ierrors = ps.ierrors;
-  port.oerrors = ps.oerrors;
-  port.rx_nombuf = ps.rx_nombuf;
-  m.ports.push_back(std::move(port));
+  if (worker_.reports_port) {  // the port is one, however many workers read it
+    const PortStats ps = local_.stats();
+    PortMetrics port;
+    port.port = local_.name();
+    port.role = "local";
+    port.ipackets = ps.ipackets;
+    port.opackets = ps.opackets;
+    port.ibytes = ps.ibytes;
+    port.obytes = ps.obytes;
+    port.imissed = ps.imissed;
+    port.ierrors = ps.ierrors;
+    port.oerrors = ps.oerrors;
+    port.rx_nombuf = ps.rx_nombuf;
+    m.ports.push_back(std::move(port));
+  }
 
   m.routes.reserve(routes_.size());
   for (const Route& r : routes_) {

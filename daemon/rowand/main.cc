@@ -1,7 +1,8 @@
 // rowand: the rowan gateway daemon. Thin on purpose (DPDK l3fwd, Envoy's
 // source/exe): parse flags and config, set up the EAL and ports, start the
 // control socket, the DPDK telemetry commands and the Prometheus exposer, run
-// the packet loop on the main lcore until a signal.
+// the site's packet workers (site.h) until a signal; the main lcore runs the
+// inline worker or the distributor, and the reloads.
 //
 //   rowand -c /etc/rowan/rowand.toml
 //   rowand --check-config -c FILE      exit 0, or 78 with every error as FILE:LINE:COL
@@ -11,6 +12,7 @@
 // ports, the control socket and the exposer are up; STATUS= lines as it goes;
 // RELOADING=1/READY=1 around a SIGHUP reload; WATCHDOG=1 from a thread that
 // only pets the watchdog while the packet loop's heartbeat advances.
+#include <rte_lcore.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
@@ -34,13 +36,12 @@
 #include "config.h"
 #include "control.h"
 #include "dpdk_port.h"
-#include "gateway.h"
-#include "idle_policy.h"
 #include "io/af_packet_ring.h"
 #include "logging.h"
 #include "metrics.h"
 #include "reload.h"
 #include "rowan/build_version.h"
+#include "site.h"
 #include "telemetry.h"
 
 namespace {
@@ -103,7 +104,7 @@ extern "C" void on_signal(int sig) {
 
 class Handler final : public rowan::gw::ControlHandler {
  public:
-  Handler(const rowan::gw::Gateway& gw, rowan::gw::ReloadRequests& reloads)
+  Handler(const rowan::gw::SnapshotSource& gw, rowan::gw::ReloadRequests& reloads)
       : gw_(gw), reloads_(reloads) {}
   nlohmann::ordered_json handle(const std::string& cmd,
                                 const nlohmann::ordered_json& args) override {
@@ -119,14 +120,13 @@ class Handler final : public rowan::gw::ControlHandler {
   }
 
  private:
-  const rowan::gw::Gateway& gw_;
+  const rowan::gw::SnapshotSource& gw_;
   rowan::gw::ReloadRequests& reloads_;
 };
 
 /// Re-reads the config file and applies what a reload can (routes, [cc],
-/// [log]); the packet-loop thread only.
-rowan::gw::ReloadResult reload(const rowan::gw::GatewayConfig& running,
-                               rowan::gw::Gateway& gateway) {
+/// [log]); the main lcore only (the workers apply it, site.h).
+rowan::gw::ReloadResult reload(const rowan::gw::GatewayConfig& running, rowan::gw::Site& gateway) {
   using namespace rowan;
   gw::ReloadResult r;
   try {
@@ -169,9 +169,13 @@ int run(const rowan::gw::GatewayConfig& cfg) {
   int rc = 0;
   {
     sd_notify(0, "STATUS=opening ports and WAN links");
-    gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, 8191);
+    // Workers on rings (site.h) hold up to two rings of mbufs each besides the port's.
+    const uint32_t lcores = rte_lcore_count();
+    const uint32_t mbufs =
+        8191 + (gw::worker_mode(lcores) == gw::WorkerMode::kDistributed ? 2048 * lcores : 0);
+    gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, mbufs);
     MonotonicClock clock;
-    gw::Gateway gateway(cfg, local, clock);
+    gw::Site gateway(cfg, local, clock);
     gw::ReloadRequests reloads;
     Handler handler(gateway, reloads);
     gw::ControlServer control(cfg.control, handler);
@@ -181,8 +185,7 @@ int run(const rowan::gw::GatewayConfig& cfg) {
     std::optional<gw::MetricsServer> metrics;
     if (cfg.metrics.enabled) {
       metrics.emplace(
-          cfg.metrics, [&gateway] { return std::vector<gw::DataPathMetrics>{gateway.metrics()}; },
-          control_metrics);
+          cfg.metrics, [&gateway] { return gateway.metrics(); }, control_metrics);
     }
     if (cfg.local.insecure) {
       spdlog::warn(
@@ -197,47 +200,22 @@ int run(const rowan::gw::GatewayConfig& cfg) {
                cfg.peers.size(), cfg.routes.size(),
                metrics ? metrics->address().c_str() : "nothing");
 
-    // Idle back-off and wake-up coalescing: idle_policy.h.
-    gw::IdlePolicy idle(gateway.can_block(), cfg.local.wake_coalesce);
-    if (gateway.can_block()) {
+    if (gateway.workers() > 1 || gateway.mode() != gw::WorkerMode::kInline) {
+      spdlog::info("{} packet worker(s) on their own lcores{}", gateway.workers(),
+                   gateway.mode() == gw::WorkerMode::kDistributed
+                       ? "; the main lcore distributes the site port's frames"
+                       : "");
+    } else if (gateway.can_block()) {
+      // Idle back-off and wake-up coalescing: idle_policy.h.
       spdlog::info(
           "idle: the loop sleeps until a local frame, a WAN datagram or a timer; under load it "
           "wakes at most every {} us",
           cfg.local.wake_coalesce.ns() / 1000);
     }
-    TimePoint next_publish = clock.now();
     uint64_t loops = 0;
-    bool worked = false;  // the previous pass's (busy_meter.h)
     while (!g_stop.load(std::memory_order_relaxed)) {
       g_heartbeat.store(++loops, std::memory_order_relaxed);
-      const TimePoint now = clock.now();
-      gateway.busy_meter().on_pass(now, worked);
-      worked = gateway.poll(now);
-      if (worked) {
-        idle.on_work(now);
-      } else {
-        const gw::IdlePolicy::Decision next = idle.on_idle(now, gateway.next_timeout());
-        switch (next.action) {
-          case gw::IdlePolicy::Action::kPoll:
-            break;
-          case gw::IdlePolicy::Action::kArm:
-            gateway.arm_wake();  // a frame before this is in the port's ring: poll once more
-            break;
-          case gw::IdlePolicy::Action::kBlock:
-          case gw::IdlePolicy::Action::kSleep:
-            gateway.idle_wait(next.duration);
-            break;
-          case gw::IdlePolicy::Action::kNap: {
-            const timespec ts{0, static_cast<long>(next.duration.ns())};
-            nanosleep(&ts, nullptr);
-            break;
-          }
-        }
-      }
-      if (now >= next_publish || gateway.publish_wanted()) {
-        gateway.publish(now);
-        next_publish = now + Duration::from_ms(100);
-      }
+      gateway.main_pass(clock.now());
       // Both flags are taken: one reload answers a SIGHUP and every client.
       const bool by_signal = g_reload.exchange(false);
       if (reloads.take_pending() || by_signal) {

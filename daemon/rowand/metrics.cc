@@ -398,6 +398,14 @@ class Collector final : public prometheus::Collectable {
                 w.idle.seconds());
       f.gauge("rowan_worker_busy_ratio", "Busy share (0 to 1) of the packet loop's last second.", l,
               w.busy_ratio);
+      f.gauge("rowan_worker_active_flows", "Flows in the worker's flow table.", l,
+              static_cast<double>(w.active_flows));
+      f.counter("rowan_worker_local_rx_packets_total",
+                "Frames the worker took from the site port (or its distributor ring).", l,
+                static_cast<double>(w.rx_packets));
+      f.counter("rowan_worker_local_tx_packets_total",
+                "Frames the worker sent toward the site port.", l,
+                static_cast<double>(w.tx_packets));
     }
     for (const RouteMetrics& r : m.routes) {
       f.gauge("rowan_route_mode", "A configured route and its mode; always 1.",

@@ -108,9 +108,12 @@ struct SplitMetrics {
 
 /// One packet loop (worker): how its time went.
 struct WorkerMetrics {
-  uint32_t worker = 0;    ///< index of the packet lcore
-  Duration busy, idle;    ///< passes that found work / found none (and slept)
-  double busy_ratio = 0;  ///< busy share of the last second
+  uint32_t worker = 0;                      ///< the worker's index (0..workers-1)
+  Duration busy, idle;                      ///< passes that found work / found none (and slept)
+  double busy_ratio = 0;                    ///< busy share of the last second
+  uint32_t lcore = 0;                       ///< the EAL lcore it runs on
+  uint64_t active_flows = 0;                ///< flows in its table
+  uint64_t rx_packets = 0, tx_packets = 0;  ///< frames from / to the site port
 };
 
 /// What one packet lcore publishes. merge() sums another lcore's copy in.

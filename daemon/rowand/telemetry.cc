@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gateway.h"
+#include "site.h"
 
 namespace rowan::gw {
 
@@ -18,7 +18,7 @@ using J = nlohmann::ordered_json;
 
 // DPDK passes no context to a callback: the gateway the commands answer for.
 std::mutex g_mu;
-const Gateway* g_gateway = nullptr;
+const SnapshotSource* g_gateway = nullptr;
 bool g_registered = false;
 
 std::string tel_name(const std::string& s) {
@@ -85,7 +85,7 @@ int with_gateway(F&& f) {
 }
 
 int cmd_status(const char*, const char*, rte_tel_data* d) {
-  return with_gateway([&](const Gateway& gw) {
+  return with_gateway([&](const SnapshotSource& gw) {
     dict_from(d, gw.snapshot("status"));
     return 0;
   });
@@ -93,7 +93,7 @@ int cmd_status(const char*, const char*, rte_tel_data* d) {
 
 /// /rowan/peers and /rowan/links: the names in that snapshot array.
 int list_names(const char* what, rte_tel_data* d) {
-  return with_gateway([&](const Gateway& gw) {
+  return with_gateway([&](const SnapshotSource& gw) {
     rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
     for (const J& e : gw.snapshot(what)) {
       rte_tel_data_add_array_string(d, e.value("name", "").c_str());
@@ -105,7 +105,7 @@ int list_names(const char* what, rte_tel_data* d) {
 /// /rowan/peer,NAME and /rowan/link,NAME.
 int one_by_name(const char* what, const char* params, rte_tel_data* d) {
   if (params == nullptr || *params == '\0') return -EINVAL;
-  return with_gateway([&](const Gateway& gw) {
+  return with_gateway([&](const SnapshotSource& gw) {
     for (const J& e : gw.snapshot(what)) {
       if (e.value("name", "") == params) {
         dict_from(d, e);
@@ -126,7 +126,7 @@ int cmd_link(const char*, const char* params, rte_tel_data* d) {
 }
 
 int cmd_routes(const char*, const char*, rte_tel_data* d) {
-  return with_gateway([&](const Gateway& gw) {
+  return with_gateway([&](const SnapshotSource& gw) {
     rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
     const J status = gw.snapshot("status");  // the loop below must not outlive it
     for (const J& r : status.at("routes")) {
@@ -139,7 +139,7 @@ int cmd_routes(const char*, const char*, rte_tel_data* d) {
 }
 
 int cmd_flows(const char*, const char*, rte_tel_data* d) {
-  return with_gateway([&](const Gateway& gw) {
+  return with_gateway([&](const SnapshotSource& gw) {
     rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
     int n = 0;
     for (const J& f : gw.snapshot("flows")) {
@@ -177,7 +177,7 @@ J flatten_for_telemetry(const J& obj) {
   return out;
 }
 
-Telemetry::Telemetry(const Gateway& gw) {
+Telemetry::Telemetry(const SnapshotSource& gw) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_registered) {
     for (const Command& c : kCommands) {

@@ -27,13 +27,13 @@
 
 namespace rowan::gw {
 
-class Gateway;
+class SnapshotSource;
 
 class Telemetry {
  public:
   /// Registers the /rowan/... commands (once per process) and points them at
   /// `gw`. Throws std::runtime_error if DPDK refuses a command.
-  explicit Telemetry(const Gateway& gw);
+  explicit Telemetry(const SnapshotSource& gw);
   ~Telemetry();
   Telemetry(const Telemetry&) = delete;
   Telemetry& operator=(const Telemetry&) = delete;

@@ -43,9 +43,11 @@ find_rowanctl() {
 # answer on their control sockets. WAN_BACKEND: udp (default) or dpdk. SITE_MTU:
 # the hosts' IP MTU (rowand's [local] mtu, 4200 by default, covers up to 4200).
 # WAN_MTU: the WAN link's IP MTU ([[wan.link]] mtu, 1500 by default).
+# WORKERS: packet workers per gateway (1: the main lcore is the one worker;
+# N > 1: N+1 lcores, the main one distributing the site port; docs/gateway.md).
 gateways_start() {
   local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp} site_mtu=${5:-1500}
-  local wan_mtu=${6:-1500}
+  local wan_mtu=${6:-1500} workers=${7:-1}
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
@@ -79,6 +81,11 @@ gateways_start() {
       in_ns "$ns" ip addr flush dev wan0
       backend_args+=(-e 's|^backend = "udp"|backend = "dpdk"\ndevice = "net_af_packet1,iface=wan0"|'
         -e 's|^no_huge = true.*|&\nmemory_mb = 256|')
+    fi
+    if ((workers > 1)); then
+      # Every lcore may run on every CPU: the testbed shares its cores.
+      backend_args+=(-e "s|^lcores = .*|lcores = \"(0-$workers)@(0-$(($(nproc) - 1)))\"|"
+        -e 's|^no_huge = true.*|&\nmemory_mb = 512|')
     fi
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
       -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" "${backend_args[@]}" \

@@ -10,9 +10,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +50,14 @@ class PassthroughTest : public ::testing::Test {
   void up(const std::string& args) {
     const ShellResult r = tb_->up("--mode passthrough " + args);
     ASSERT_EQ(r.status, 0) << "two-site up --mode passthrough " << args << " failed";
+    // CI runs some cases again with ROWAN_TWO_SITE_WORKERS=2 (the testbed's
+    // --workers default): they must really run that many workers.
+    const char* workers = std::getenv("ROWAN_TWO_SITE_WORKERS");
+    if (workers != nullptr && args.find("--workers") == std::string::npos) {
+      for (char site : {'a', 'b'}) {
+        ASSERT_EQ(ctl(site, "status")["workers"].size(), std::stoul(workers)) << site;
+      }
+    }
   }
   ShellResult exec(char site, const std::string& cmd) { return tb_->exec(site, cmd); }
   json ctl(char site, const std::string& cmd) {
@@ -76,6 +87,35 @@ class PassthroughTest : public ::testing::Test {
   std::string gw_mac() {
     exec('a', "ping -c 1 -W 2 198.18.1.1");  // 198.18.1.1 is rowand itself: fills the ARP cache
     return exec('a', "sh -c \"ip neigh show 198.18.1.1 | awk '{print \\$5}'\"").out.substr(0, 17);
+  }
+
+  // Numbered RoCEv2 frames (roce_flows.py: QPS QPs x COUNT frames, each with
+  // its own UDP source port) from site A's host to site B's, captured at B's
+  // host into /run/rowan/two-site/NAME.pcap: the result of roce_flows.py
+  // verify (complete, in PSN order per QP, intact payloads).
+  ShellResult roce_across(const std::string& name, int qps, int count, const std::string& send_args,
+                          int seconds) {
+    const std::string mac = gw_mac();
+    EXPECT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
+    const std::string pcap = "/run/rowan/two-site/" + name + ".pcap";
+    exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " +
+                  std::to_string(qps * count) + " -a duration:" + std::to_string(seconds) + " -w " +
+                  pcap + " >/dev/null 2>&1 &'");
+    wait_for_capture(pcap);
+    const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
+    const ShellResult sent =
+        exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
+                      " --qps " + std::to_string(qps) + " --count " + std::to_string(count) + " " +
+                      send_args);
+    EXPECT_EQ(sent.status, 0) << sent.out;
+    // Wait for the capture to complete (dumpcap stops at the count).
+    for (int i = 0;
+         i < seconds * 5 && shell("pgrep -f '[d]umpcap.*" + name + ".pcap' >/dev/null").status == 0;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return shell(py + " verify " + pcap + " --qps " + std::to_string(qps) + " --count " +
+                 std::to_string(count));
   }
 
   std::unique_ptr<Testbed> tb_;
@@ -187,27 +227,10 @@ TEST_F(PassthroughTest, AJumboWanCarriesJumboSiteFramesInWholeDatagrams) {
 
 TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   up("--rate 100mbit --rtt 20ms --loss 1%");
-  const std::string mac = gw_mac();
-  ASSERT_EQ(mac.size(), 17u) << "no ARP entry for the gateway";
   const std::string pcap = "/run/rowan/two-site/roce-b.pcap";
   const int qps = 3;
   const int count = 200;
-  exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791\" -c " + std::to_string(qps * count) +
-                " -a duration:40 -w " + pcap + " >/dev/null 2>&1 &'");
-  wait_for_capture(pcap);
-  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/roce_flows.py";
-  const ShellResult sent =
-      exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
-                    " --qps " + std::to_string(qps) + " --count " + std::to_string(count) +
-                    " --pps 1500");
-  ASSERT_EQ(sent.status, 0) << sent.out;
-  // Wait for the capture to complete (dumpcap stops at the count).
-  for (int i = 0; i < 100 && shell("pgrep -f '[d]umpcap.*roce-b.pcap' >/dev/null").status == 0;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  const ShellResult verify = shell(py + " verify " + pcap + " --qps " + std::to_string(qps) +
-                                   " --count " + std::to_string(count));
+  const ShellResult verify = roce_across("roce-b", qps, count, "--pps 1500", 40);
   EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
   const ShellResult decode = shell(ctl_ + " decode " + pcap + " | tail -n 1");
   EXPECT_NE(decode.out.find(std::to_string(qps * count) + " RoCEv2, 0 with a bad ICRC"),
@@ -218,6 +241,43 @@ TEST_F(PassthroughTest, CraftedRoceFlowsArriveCompleteInOrderWithValidIcrc) {
   for (const auto& f : flows) roce += f["kind"] == "roce";
   EXPECT_EQ(roce, qps) << "each QP is its own flow";
   EXPECT_GT(ctl('a', "peers")[0]["retransmitted_packets"].get<uint64_t>(), 0u);
+}
+
+// Two packet workers per gateway (ARCHITECTURE.md "Packet workers"): 64
+// QPs, each with its own UDP source port, numbered frames (consecutive PSNs)
+// under 1 % WAN loss. Every QP arrives complete and in PSN order (a QP stays
+// on one worker), and the QPs spread over both workers (Jain >= 0.9 over the
+// frames each worker of gateway A took from its site).
+TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
+  up("--workers 2 --rate 100mbit --rtt 20ms --loss 1%");
+  const json before = ctl('a', "status");
+  ASSERT_EQ(before["workers"].size(), 2u) << before.dump();
+  const int qps = 64;
+  const int count = 30;
+  const ShellResult verify = roce_across("roce-workers-b", qps, count, "--size 256 --pps 2000", 60);
+  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
+  const json after = ctl('a', "status");
+  ASSERT_EQ(after["workers"].size(), 2u);
+  std::vector<double> rx;
+  for (size_t w = 0; w < 2; ++w) {
+    const double got = after["workers"][w]["rx_packets"].get<double>() -
+                       before["workers"][w]["rx_packets"].get<double>();
+    rx.push_back(got);
+    EXPECT_GT(after["workers"][w]["active_flows"].get<uint64_t>(), 0u) << "worker " << w;
+  }
+  const double jain = (rx[0] + rx[1]) * (rx[0] + rx[1]) / (2 * (rx[0] * rx[0] + rx[1] * rx[1]));
+  EXPECT_GE(jain, 0.9) << "worker 0 took " << rx[0] << " frames, worker 1 " << rx[1];
+  const json flows = ctl('a', "flows");
+  int roce = 0;
+  std::set<int> workers;
+  for (const auto& f : flows) {
+    if (f["kind"] != "roce") continue;
+    ++roce;
+    workers.insert(f["worker"].get<int>());
+  }
+  EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
+  EXPECT_EQ(workers.size(), 2u);
+  EXPECT_EQ(ctl('b', "status")["workers"].size(), 2u);
 }
 
 // The same over IPv6: the hosts resolve their gateway with neighbour

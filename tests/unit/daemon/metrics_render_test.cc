@@ -59,6 +59,8 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   m.peers.push_back(peer_on("site-d", "wan1", 30));
   m.routes.push_back({"198.18.2.0/24", "site-b", "passthrough", 1});
   m.workers.push_back({0, Duration::from_s(2), Duration::from_s(8), 0.25});
+  m.workers.back().active_flows = 3;
+  m.workers.back().rx_packets = 700;
   const ControlPlaneMetrics control(1.7e9);
   const std::string text = render_metrics([&] { return std::vector<DataPathMetrics>{m}; }, control);
   const auto series = series_of(text);
@@ -75,6 +77,8 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   EXPECT_EQ(value_of(text, R"(rowan_worker_busy_seconds_total{worker="0"})"), 2);
   EXPECT_EQ(value_of(text, R"(rowan_worker_idle_seconds_total{worker="0"})"), 8);
   EXPECT_EQ(value_of(text, R"(rowan_worker_busy_ratio{worker="0"})"), 0.25);
+  EXPECT_EQ(value_of(text, R"(rowan_worker_active_flows{worker="0"})"), 3);
+  EXPECT_EQ(value_of(text, R"(rowan_worker_local_rx_packets_total{worker="0"})"), 700);
 }
 
 TEST(MetricsRender, NeverIsAbsentNotZero) {

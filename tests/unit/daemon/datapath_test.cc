@@ -1,0 +1,307 @@
+// The packet workers' data path without a NIC, root or namespaces
+// (site_io.h): real mbufs from a real mempool (EAL with --no-huge), the
+// software distributor between a MemorySiteIo "port" and its workers'
+// rings, and two Gateways forwarding over UDP on 127.0.0.1.
+#include <rte_eal.h>
+#include <rte_mbuf.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "config.h"
+#include "distributor.h"
+#include "flow_table.h"
+#include "gateway.h"
+#include "memory_site_io.h"
+#include "shard.h"
+#include "test_frames.h"
+
+namespace rowan::gw {
+namespace {
+
+using frames::arp;
+using frames::frame4;
+using frames::MacBytes;
+
+constexpr uint32_t kHostA = 0xC612010A;  // 198.18.1.10
+constexpr uint32_t kHostB = 0xC612020A;  // 198.18.2.10
+constexpr uint32_t kGwB = 0xC6120201;    // 198.18.2.1
+constexpr MacBytes kMacA = {0x02, 0, 0, 0, 0x0A, 0x01};
+constexpr MacBytes kMacB = {0x02, 0, 0, 0, 0x0B, 0x01};
+constexpr MacBytes kHostMacA = {0x02, 0, 0, 0, 0x0A, 0x10};
+constexpr MacBytes kHostMacB = {0x02, 0, 0, 0, 0x0B, 0x10};
+
+rte_mempool* g_pool = nullptr;
+std::string g_eal_error;
+
+class Eal : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    std::vector<std::string> args = {"datapath_test",
+                                     "--no-huge",
+                                     "--no-pci",
+                                     "-m",
+                                     "128",
+                                     "--lcores=0",
+                                     "--log-level=lib.eal:error",
+                                     "--file-prefix=rowan-dp-test-" + std::to_string(getpid())};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+      g_eal_error = "rte_eal_init failed (no --no-huge memory?)";
+      return;
+    }
+    g_pool = rte_pktmbuf_pool_create("dp_test", 8191, 0, 0, 2048 + RTE_PKTMBUF_HEADROOM,
+                                     static_cast<int>(rte_socket_id()));
+    if (g_pool == nullptr) g_eal_error = "no mbuf pool";
+  }
+  void TearDown() override { rte_eal_cleanup(); }
+};
+const auto* const g_env = ::testing::AddGlobalTestEnvironment(new Eal);
+
+#define NEED_EAL()                                      \
+  do {                                                  \
+    if (g_pool == nullptr) GTEST_SKIP() << g_eal_error; \
+  } while (0)
+
+uint32_t psn_of(const std::vector<uint8_t>& f) {
+  const uint8_t* bth = f.data() + 14 + 20 + 8;
+  return (uint32_t{bth[9]} << 16) | (uint32_t{bth[10]} << 8) | bth[11];
+}
+uint32_t qp_of(const std::vector<uint8_t>& f) {
+  const uint8_t* bth = f.data() + 14 + 20 + 8;
+  return (uint32_t{bth[5]} << 16) | (uint32_t{bth[6]} << 8) | bth[7];
+}
+std::vector<uint8_t> bytes_of(rte_mbuf* m) {
+  const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
+  std::vector<uint8_t> v(p, p + rte_pktmbuf_data_len(m));
+  rte_pktmbuf_free(m);
+  return v;
+}
+
+// Numbered frames (consecutive PSNs) on 64 QPs, interleaved as a port would
+// see them, through the distributor to 2 workers: each QP lands on one
+// worker and in PSN order, and the QPs spread with Jain >= 0.9.
+TEST(Distributor, SixtyFourQpsInOrderOnTwoWorkersAndSpread) {
+  NEED_EAL();
+  MemorySiteIo port(g_pool, "mem0", kMacA);
+  Distributor d(port, 2);
+  std::vector<std::unique_ptr<SiteIo>> w;
+  for (uint32_t i = 0; i < 2; ++i) w.push_back(d.worker_io(i));
+  constexpr uint32_t kQps = 64, kFrames = 40;
+  std::map<uint32_t, uint32_t> next_psn, worker_of;
+  std::vector<double> per_worker(2, 0);
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    for (uint32_t q = 0; q < kQps; ++q) {
+      ASSERT_TRUE(port.inject(
+          frame4(kHostA, kHostB, 17, static_cast<uint16_t>(49152 + q), 4791, 0x100 + q, i, kMacA)));
+    }
+    // Poll and drain as the loops would, with RX rings that never overflow.
+    while (port.rx_pending() > 0) {
+      d.poll();
+      for (uint32_t k = 0; k < 2; ++k) {
+        rte_mbuf* m[32];
+        uint16_t n;
+        while ((n = w[k]->rx(m, 32)) > 0) {
+          for (uint16_t j = 0; j < n; ++j) {
+            const auto f = bytes_of(m[j]);
+            const uint32_t qp = qp_of(f);
+            auto [it, fresh] = worker_of.emplace(qp, k);
+            EXPECT_EQ(it->second, k) << "QP " << qp << " moved between workers";
+            EXPECT_EQ(psn_of(f), next_psn[qp]) << "QP " << qp << " reordered";
+            next_psn[qp] = psn_of(f) + 1;
+            per_worker[k] += 1;
+          }
+        }
+      }
+    }
+  }
+  ASSERT_EQ(next_psn.size(), kQps);
+  for (const auto& [qp, psn] : next_psn) EXPECT_EQ(psn, kFrames) << "QP " << qp;
+  EXPECT_GE(jain_index(per_worker), 0.9) << per_worker[0] << " / " << per_worker[1];
+  const DistributorStats s = d.stats();
+  EXPECT_EQ(s.rx_packets, kQps * kFrames);
+  EXPECT_EQ(s.to_worker[0] + s.to_worker[1], kQps * kFrames);
+}
+
+// ARP reaches every worker (each keeps its neighbours), a full worker ring
+// holds the port back (nothing read and dropped), and the workers' TX
+// reaches the port in each worker's order even when the port takes only
+// part of a burst.
+TEST(Distributor, BroadcastsArpHoldsThePortForAFullRingAndKeepsTxOrder) {
+  NEED_EAL();
+  MemorySiteIo port(g_pool, "mem0", kMacA);
+  Distributor d(port, 2);
+  auto w0 = d.worker_io(0), w1 = d.worker_io(1);
+  ASSERT_TRUE(
+      port.inject(arp(1, kHostMacA, kHostA, 0xC6120101, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff})));
+  d.poll();
+  rte_mbuf* m[64];
+  ASSERT_EQ(w0->rx(m, 64), 1);
+  rte_pktmbuf_free(m[0]);
+  ASSERT_EQ(w1->rx(m, 64), 1);
+  rte_pktmbuf_free(m[0]);
+  EXPECT_EQ(d.stats().broadcast, 1u);
+
+  // One QP only, never drained: once its worker's ring cannot take a whole
+  // burst the distributor stops reading (backpressure); the frames wait in
+  // the port, none is dropped, and they flow once the worker drains.
+  const uint32_t total = Distributor::kRingSize + 100;
+  for (uint32_t i = 0; i < total; ++i) {
+    ASSERT_TRUE(port.inject(frame4(kHostA, kHostB, 17, 50000, 4791, 7, i, kMacA)));
+  }
+  for (int pass = 0; pass < 100; ++pass) d.poll();
+  DistributorStats s = d.stats();
+  EXPECT_EQ(s.worker_busy[0] + s.worker_busy[1], 0u);
+  EXPECT_GT(s.backpressure, 0u);
+  EXPECT_GT(port.rx_pending(), 100u) << "the port kept what the worker could not take";
+  EXPECT_LE(s.rx_packets, uint64_t{Distributor::kRingSize});
+  SiteIo& full = s.to_worker[0] > 1 ? *w0 : *w1;  // beyond the ARP copy
+  uint32_t next = 0;
+  for (int pass = 0; pass < 1000 && next < total; ++pass) {
+    d.poll();
+    uint16_t n;
+    while ((n = full.rx(m, 64)) > 0) {
+      for (uint16_t j = 0; j < n; ++j) {
+        EXPECT_EQ(psn_of(bytes_of(m[j])), next) << "in order, none lost";
+        ++next;
+      }
+    }
+  }
+  EXPECT_EQ(next, total);
+
+  // TX: the port takes 5 frames per pass; every frame comes out, in order.
+  std::vector<rte_mbuf*> out;
+  for (uint32_t i = 0; i < 50; ++i) {
+    rte_mbuf* x = rte_pktmbuf_alloc(g_pool);
+    const auto f = frame4(kHostB, kHostA, 17, 50000, 4791, 9, i, kHostMacA);
+    std::memcpy(rte_pktmbuf_append(x, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    out.push_back(x);
+  }
+  ASSERT_EQ(w1->tx(out.data(), 50), 50);
+  std::vector<std::vector<uint8_t>> sent;
+  for (int pass = 0; pass < 100 && sent.size() < 50; ++pass) {
+    port.set_tx_budget(5);
+    d.poll();
+    for (auto& f : port.take_sent()) sent.push_back(std::move(f));
+  }
+  ASSERT_EQ(sent.size(), 50u);
+  for (uint32_t i = 0; i < 50; ++i) EXPECT_EQ(psn_of(sent[i]), i);
+}
+
+GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port) {
+  const bool a = site == 'a';
+  const std::string text = std::string("[local]\ndevice = \"mem0\"\naddress = \"198.18.") +
+                           (a ? "1" : "2") + ".1\"\nprefix_len = 24\ninsecure = true\n\n" +
+                           "[[wan.link]]\nname = \"wan0\"\nbackend = \"udp\"\nbind = \"127.0.0.1:" +
+                           std::to_string(port) + "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n" +
+                           "[[peer]]\nname = \"site-" + (a ? "b" : "a") +
+                           "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n\n" +
+                           "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") +
+                           ".0/24\"\npeer = \"site-" + (a ? "b" : "a") +
+                           "\"\n\n[cc]\nalgorithm = \"bbr\"\n\n[metrics]\nenabled = false\n";
+  return parse_config(text, std::string("gw-") + site + ".toml");
+}
+
+// Two gateways over UDP on 127.0.0.1: a frame from site A's host comes out
+// of gateway B toward site B's host, byte for byte in its IP packet, once B
+// has resolved the host by ARP; a frame with no route is dropped and counted.
+TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
+  NEED_EAL();
+  const auto base = static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
+  MemorySiteIo site_a(g_pool, "mem-a", kMacA), site_b(g_pool, "mem-b", kMacB);
+  MonotonicClock clock;
+  Gateway a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
+  Gateway b(config_for('b', static_cast<uint16_t>(base + 1), base), site_b, clock);
+  const auto sent = frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 200);
+  ASSERT_TRUE(site_a.inject(sent));
+  ASSERT_TRUE(site_a.inject(frame4(kHostA, 0xC6120901, 17, 40000, 9, 0, 0, kMacA, kHostMacA)));
+  std::vector<std::vector<uint8_t>> out;
+  bool answered = false;
+  for (int i = 0; i < 20000 && out.empty(); ++i) {
+    const TimePoint now = clock.now();
+    a.poll(now);
+    b.poll(now);
+    for (auto& f : site_b.take_sent()) {
+      if (f[12] == 0x08 && f[13] == 0x06) {  // B asks for its host: answer
+        EXPECT_EQ(f[14 + 7], 1) << "an ARP request";
+        ASSERT_TRUE(site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
+        answered = true;
+      } else {
+        out.push_back(std::move(f));
+      }
+    }
+    usleep(100);
+  }
+  EXPECT_TRUE(answered) << "gateway B never asked for its host";
+  ASSERT_EQ(out.size(), 1u) << "nothing came out of gateway B";
+  const std::vector<uint8_t>& f = out.front();
+  EXPECT_EQ(std::vector<uint8_t>(f.begin(), f.begin() + 6),
+            std::vector<uint8_t>(kHostMacB.begin(), kHostMacB.end()));
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + 6, f.begin() + 12),
+            std::vector<uint8_t>(kMacB.begin(), kMacB.end()));
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + 14, f.end()),
+            std::vector<uint8_t>(sent.begin() + 14, sent.end()));
+  EXPECT_EQ(a.counters().drops[static_cast<size_t>(Drop::kNoRoute)], 1u);
+  EXPECT_EQ(a.counters().flows_created, 1u);
+  // What the control socket shows: the flow (rendered on the calling
+  // thread from the published records) and the worker's counters.
+  a.publish(clock.now());
+  const auto flows = a.snapshot("flows", Duration::zero());
+  ASSERT_EQ(flows.size(), 1u);
+  EXPECT_EQ(flows[0]["kind"], "udp");
+  EXPECT_EQ(flows[0]["src"], "198.18.1.10");
+  EXPECT_EQ(flows[0]["packets"], 1u);
+  const auto status = a.snapshot("status", Duration::zero());
+  EXPECT_EQ(status["worker"]["rx_packets"], 2u);
+  EXPECT_EQ(status["worker"]["active_flows"], 1u);
+}
+
+// The flow table (tagged open addressing, backward-shift deletion): every
+// flow is found again after others come and go, a full table says so.
+TEST(FlowTable, FindsEveryFlowAcrossAddsAndExpiries) {
+  FlowTable t(512);
+  auto key = [](uint32_t i) {
+    FlowKey k;
+    k.src.version = k.dst.version = 4;
+    k.src.bytes = {198, 18, 1, static_cast<uint8_t>(i)};
+    k.dst.bytes = {198, 18, 2, static_cast<uint8_t>(i >> 8)};
+    k.kind = i % 3 == 0 ? FlowKind::kRoce : FlowKind::kUdp;
+    k.qp = i % 3 == 0 ? i : 0;
+    k.sport = static_cast<uint16_t>(i % 3 == 0 ? 0 : 1000 + i);
+    k.dport = 4791;
+    k.proto = 17;
+    return k;
+  };
+  const TimePoint t0 = TimePoint::zero() + Duration::from_ms(1);
+  const TimePoint t1 = t0 + Duration::from_ms(10);
+  bool created = false;
+  for (uint32_t i = 0; i < 512; ++i) {
+    Flow* f = t.find_or_add(key(i), i % 2 == 0 ? t0 : t1, &created);
+    ASSERT_NE(f, nullptr) << i;
+    EXPECT_TRUE(created);
+  }
+  EXPECT_EQ(t.find_or_add(key(9999), t1, &created), nullptr) << "a full table takes no more";
+  EXPECT_EQ(t.expire(t0 + Duration::from_ms(1)), 256u);  // the even ones
+  for (uint32_t i = 0; i < 512; ++i) {
+    Flow* f = t.find(key(i));
+    if (i % 2 == 0) {
+      EXPECT_EQ(f, nullptr) << i;
+    } else {
+      ASSERT_NE(f, nullptr) << i;
+      EXPECT_EQ(f->key, key(i));
+    }
+  }
+  for (uint32_t i = 1000; i < 1256; ++i) ASSERT_NE(t.find_or_add(key(i), t1, &created), nullptr);
+  EXPECT_EQ(t.size(), 512u);
+  for (uint32_t i = 1; i < 512; i += 2) EXPECT_NE(t.find(key(i)), nullptr) << i;
+}
+
+}  // namespace
+}  // namespace rowan::gw
