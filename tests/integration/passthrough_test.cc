@@ -69,12 +69,26 @@ class PassthroughTest : public ::testing::Test {
   uint64_t drops(char site, const std::string& reason) {
     return ctl(site, "status")["drops"][reason].get<uint64_t>();
   }
+  // One iperf3 run from site A to a fresh one-shot server on site B; the
+  // result's JSON, or null when iperf3 failed or reported no received sum.
   json iperf(const std::string& args) {
-    exec('b', "sh -c 'iperf3 -s -1 -D --logfile /dev/null'");
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // A one-shot server from an earlier run may still be finishing: the new
+    // one must not lose its port to it, nor the client its connection.
+    exec('b', "sh -c 'pkill -x iperf3; sleep 0.2; iperf3 -s -1 -D --logfile /dev/null'");
+    for (int i = 0; i < 50; ++i) {
+      if (exec('b', "sh -c 'ss -ltn | grep -q :5201'").status == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     const ShellResult r = exec('a', "iperf3 -c 198.18.2.10 -J " + args);
     EXPECT_EQ(r.status, 0) << "iperf3 " << args << ": " << r.out.substr(0, 400);
-    return r.status == 0 ? json::parse(r.out) : json();
+    if (r.status != 0) return json();
+    json j = json::parse(r.out, nullptr, false);
+    // TCP runs report end.sum_received, UDP runs end.sum.
+    const char* sum = args.find("-u") != std::string::npos ? "sum" : "sum_received";
+    const bool ok = j.is_object() && j.contains("end") && j["end"].contains(sum) &&
+                    j["end"][sum].contains("bits_per_second");
+    EXPECT_TRUE(ok) << "iperf3 " << args << " reported no " << sum << ": " << r.out.substr(0, 600);
+    return ok ? j : json();
   }
   // dumpcap writes the file header once it captures; on a loaded machine
   // that can take longer than a fixed sleep.
