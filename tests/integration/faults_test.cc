@@ -398,7 +398,7 @@ TEST_F(FaultsTest, StalledReceiverKeepsGatewayMemoryWithinBudget) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto flow_b = [this](const char* what) {
-    const ShellResult r = exec('a', "iperf3 -c 198.18.2.10 -p 5201 -J -C bbr -t 4 -O 1");
+    const ShellResult r = exec('a', "iperf3 -c 198.18.2.10 -p 5201 -J -t 4 -O 1");
     EXPECT_EQ(r.status, 0) << what << ": " << r.out.substr(0, 400);
     const json j = json::parse(r.out, nullptr, false);
     return j.is_discarded() ? 0.0 : j["end"]["sum_received"]["bits_per_second"].get<double>();

@@ -205,7 +205,7 @@ GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port) {
                            "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n\n" +
                            "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") +
                            ".0/24\"\npeer = \"site-" + (a ? "b" : "a") +
-                           "\"\n\n[cc]\nalgorithm = \"bbr\"\n\n[metrics]\nenabled = false\n";
+                           "\"\n\n[metrics]\nenabled = false\n";
   return parse_config(text, std::string("gw-") + site + ".toml");
 }
 
