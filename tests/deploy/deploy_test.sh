@@ -116,9 +116,10 @@ fi
 for p in librowan0 librowan-dev rowand rowan-tools; do
   dpkg-deb --fsys-tarfile "$(deb_of "$p")" | tar -xO "./usr/share/doc/$p/copyright" \
     >"$tmp/$p.copyright" 2>/dev/null || fail "$p lacks /usr/share/doc/$p/copyright"
-  grep -qx "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" \
-    "$tmp/$p.copyright" && grep -qx "License: Apache-2.0" "$tmp/$p.copyright" ||
+  if ! grep -qx "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" \
+    "$tmp/$p.copyright" || ! grep -qx "License: Apache-2.0" "$tmp/$p.copyright"; then
     fail "$p: its copyright file is not machine-readable Apache-2.0"
+  fi
 done
 dpkg-deb --field "$(deb_of librowan-dev)" Depends | grep -q "librowan0 (= " ||
   fail "librowan-dev does not depend on librowan0"
