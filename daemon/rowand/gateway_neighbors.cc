@@ -86,17 +86,7 @@ void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now)
   // Learn (or refresh) the sender when it is on the site subnet.
   if (site_.contains(spa) && spa != cfg_.local.address) {
     NeighborTable::Entry* e = for_us ? neigh_.find_or_add(spa) : neigh_.find(spa);
-    if (e != nullptr) {
-      e->mac = msg->sender_mac;
-      e->resolved = true;
-      e->updated = now;
-      for (uint32_t i = 0; i < e->npending; ++i) {
-        uint8_t* p = rte_pktmbuf_mtod(e->pending[i], uint8_t*);
-        std::memcpy(p, e->mac.data(), 6);
-        enqueue_local(e->pending[i]);
-      }
-      e->npending = 0;
-    }
+    if (e != nullptr) learn_neighbor(*e, msg->sender_mac.data(), now);
   }
   if (msg->op == arp::kOpRequest && for_us && worker_.answers_neighbors) {
     arp::make_reply(eth, mac_, cfg_.local.address);
