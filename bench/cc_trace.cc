@@ -8,15 +8,17 @@
 //            [--every MS] [--param k=v]...
 //
 // Trace columns (CSV): t_s, goodput_mbps (interval), latest_rtt_ms, srtt_ms,
-// min_rtt_ms, cwnd, in_flight, pacing_mbps, and for rowan: base_ms, queue_ms,
-// target_ms, noise_ms, delivery_mbps, phase; then wake_late_p50/p99_us of the
+// min_rtt_ms, cwnd, in_flight, pacing_mbps, and for rowan: base_ms (its min
+// RTT), queue_ms, target_ms, noise_ms (its delay noise), delivery_mbps (its
+// windowed-max delivery rate), phase; then wake_late_p50/p99_us of the
 // event loop over the interval (how late it woke past the transport's timer).
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "base/clock.h"
 #include "io/udp_uring.h"
@@ -28,7 +30,7 @@ using namespace rowan;
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: cc_trace -s|-c BIND PEER [options]\n");
+    fmt::print(stderr, "usage: cc_trace -s|-c BIND PEER [options]\n");
     return 64;
   }
   const bool client = std::strcmp(argv[1], "-c") == 0;
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> late;
   late.reserve(100000);
   if (client) {
-    std::printf(
+    fmt::print(
         "t_s,goodput_mbps,latest_rtt_ms,srtt_ms,min_rtt_ms,cwnd,in_flight,pacing_mbps,base_ms,"
         "queue_ms,target_ms,noise_ms,delivery_mbps,phase,wake_late_p50_us,wake_late_p99_us\n");
   }
@@ -113,21 +115,21 @@ int main(int argc, char** argv) {
       double base = 0, queue = 0, target = 0, noise = 0, dlv = 0;
       int phase = -1;
       if (const auto* r = dynamic_cast<const cc::Rowan*>(&conn.cc())) {
-        base = r->base_rtt().seconds() * 1e3;
+        base = r->min_rtt().seconds() * 1e3;
         queue = r->queue_delay().seconds() * 1e3;
         target = r->target().seconds() * 1e3;
-        noise = r->noise_floor().seconds() * 1e3;
-        dlv = static_cast<double>(r->delivery_rate().bps()) / 1e6;
+        noise = r->delay_noise().seconds() * 1e3;
+        dlv = static_cast<double>(r->bw().bps()) / 1e6;
         phase = static_cast<int>(r->phase());
       }
-      std::printf("%.3f,%.2f,%.3f,%.3f,%.3f,%lu,%lu,%.2f,%.3f,%.3f,%.3f,%.3f,%.2f,%d,%.0f,%.0f\n",
-                  (now - start).seconds(),
-                  static_cast<double>(st.delivered_bytes - last_delivered) * 8 / secs / 1e6,
-                  st.latest_rtt.seconds() * 1e3, st.srtt.seconds() * 1e3,
-                  st.min_rtt.seconds() * 1e3, static_cast<unsigned long>(st.cwnd),
-                  static_cast<unsigned long>(st.bytes_in_flight),
-                  static_cast<double>(st.pacing_rate.bps()) / 1e6, base, queue, target, noise, dlv,
-                  phase, pct(0.5), pct(0.99));
+      fmt::print(
+          "{:.3f},{:.2f},{:.3f},{:.3f},{:.3f},{},{},{:.2f},{:.3f},{:.3f},{:.3f},{:.3f},{:.2f},{},"
+          "{:.0f},{:.0f}\n",
+          (now - start).seconds(),
+          static_cast<double>(st.delivered_bytes - last_delivered) * 8 / secs / 1e6,
+          st.latest_rtt.seconds() * 1e3, st.srtt.seconds() * 1e3, st.min_rtt.seconds() * 1e3,
+          st.cwnd, st.bytes_in_flight, static_cast<double>(st.pacing_rate.bps()) / 1e6, base, queue,
+          target, noise, dlv, phase, pct(0.5), pct(0.99));
       last_delivered = st.delivered_bytes;
       late.clear();
       next_print = next_print + every;
@@ -145,10 +147,9 @@ int main(int argc, char** argv) {
     conn.close(0, clock.now());
     driver.poll(clock.now());
     const auto& st = conn.stats();
-    std::fprintf(stderr, "done: delivered %.1f Mbit/s, retx %lu, rtos %lu, ptos %lu\n",
-                 static_cast<double>(st.delivered_bytes) * 8 / seconds / 1e6,
-                 static_cast<unsigned long>(st.retransmitted_packets),
-                 static_cast<unsigned long>(st.rtos), static_cast<unsigned long>(st.ptos));
+    fmt::print(stderr, "done: delivered {:.1f} Mbit/s, retx {}, rtos {}, ptos {}\n",
+               static_cast<double>(st.delivered_bytes) * 8 / seconds / 1e6,
+               st.retransmitted_packets, st.rtos, st.ptos);
   }
   return 0;
 }

@@ -7,10 +7,11 @@
 //      (seal on send, anti-replay + open on receive).
 // Built and run by bench/crypto-cost. Wall-clock timing (a benchmark).
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "crypto/aead.h"
 #include "crypto/secure_io.h"
@@ -39,8 +40,8 @@ void aead_loop(uint32_t size) {
     if (!rx.open(nonce, hdr, 16, ct.data(), size, out.data(), tag)) std::abort();
   }
   const double s = seconds_since(t0);
-  std::printf("aead seal+open  %5u B  %10.0f pkt/s  %7.2f Gbit/s payload  (%.0f ns/pkt)\n", size,
-              n / s, n * size * 8.0 / s / 1e9, s / n * 1e9);
+  fmt::print("aead seal+open  {:5} B  {:10.0f} pkt/s  {:7.2f} Gbit/s payload  ({:.0f} ns/pkt)\n",
+             size, n / s, n * size * 8.0 / s / 1e9, s / n * 1e9);
 }
 
 // Moves `total` datagrams of `size` bytes from a to b, 32 per burst.
@@ -71,8 +72,8 @@ int main() {
   {
     io::LoopbackLink link(1500, 1024, 1);
     const double pps = path_loop(link.a(), link.b(), size, total, now);
-    std::printf("loopback plain   %5u B  %10.0f pkt/s  %7.2f Gbit/s payload\n", size, pps,
-                pps * size * 8 / 1e9);
+    fmt::print("loopback plain   {:5} B  {:10.0f} pkt/s  {:7.2f} Gbit/s payload\n", size, pps,
+               pps * size * 8 / 1e9);
   }
   {
     io::LoopbackLink link(1500 + crypto::SecureIo::kOverhead, 1024, 1);
@@ -93,9 +94,8 @@ int main() {
     }
     if (!a.has_session(now)) std::abort();
     const double pps = path_loop(a, b, size, total, now);
-    std::printf("loopback secure  %5u B  %10.0f pkt/s  %7.2f Gbit/s payload  (drops %lu)\n", size,
-                pps, pps * size * 8 / 1e9,
-                static_cast<unsigned long>(b.secure_stats().drops_total()));
+    fmt::print("loopback secure  {:5} B  {:10.0f} pkt/s  {:7.2f} Gbit/s payload  (drops {})\n",
+               size, pps, pps * size * 8 / 1e9, b.secure_stats().drops_total());
   }
   return 0;
 }

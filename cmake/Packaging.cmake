@@ -10,6 +10,7 @@
 #   rowand -> rowand        rowand, rowanctl, systemd units, sysusers and tmpfiles
 #                           entries, hugepage set-up, example configs, dashboards,
 #                           Prometheus rules, docs
+# Each package also has its /usr/share/doc/<package>/copyright.
 #   tools  -> rowan-tools   rowan-wanem, rowan-sim, rowan-perf
 # Programs installed without a component (bench and test tools) are not packaged.
 #
@@ -46,6 +47,14 @@ install(FILES ${_deploy}/prometheus/prometheus.yml ${_deploy}/prometheus/rowan.r
 foreach(doc IN ITEMS README.md docs/gateway.md docs/configuration.md docs/telemetry.md
                      docs/deployment.md)
   install(FILES ${PROJECT_SOURCE_DIR}/${doc} DESTINATION ${ROWAN_DOCDIR} COMPONENT rowand)
+endforeach()
+# Each package's /usr/share/doc/<package>/copyright, in Debian's
+# machine-readable format (LICENSE holds the license's text).
+foreach(_pair IN ITEMS "lib;librowan0" "dev;librowan-dev" "rowand;rowand" "tools;rowan-tools")
+  list(GET _pair 0 _component)
+  list(GET _pair 1 _package)
+  install(FILES ${_deploy}/debian/copyright DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${_package}
+          COMPONENT ${_component})
 endforeach()
 # rowan-sim's own CMakeLists installs it without a component; the tools package
 # takes it from here.

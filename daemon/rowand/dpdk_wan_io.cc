@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "base/clock.h"
+#include "codec/arp.h"
 #include "codec/bytes.h"
 #include "io/af_packet_ring.h"
 #include "packet_util.h"
@@ -31,7 +32,6 @@ constexpr uint8_t kTtl = 64;
 // net_af_packet's default ring frame (2048 bytes, of which 2016 hold a frame)
 // must fit in one mbuf, whatever the MTU.
 constexpr uint32_t kMinMbuf = 2048;
-constexpr std::array<uint8_t, 6> kBroadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 /// Folds a 32-bit one's-complement sum to 16 bits.
 uint16_t fold(uint32_t sum) {
@@ -94,7 +94,7 @@ DpdkWanIo::DpdkWanIo(const DpdkWanOptions& opts)
       mac_(port_.mac()),
       own_(v4(opts.address)),
       peer_(v4(opts.peer)),
-      gateway_(opts.next_hop ? v4(*opts.next_hop) : v4(opts.peer)) {}
+      next_hop_ip_(opts.next_hop ? *opts.next_hop : opts.peer) {}
 
 void DpdkWanIo::wait(Duration timeout) noexcept {
   if (timeout.ns() <= 0) return;
@@ -105,26 +105,12 @@ void DpdkWanIo::wait(Duration timeout) noexcept {
 void DpdkWanIo::send_arp_request(TimePoint now) noexcept {
   rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
   if (m == nullptr) return;
-  constexpr uint32_t kLen = kEthLen + 28;
-  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));  // minimum frame
+  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, arp::kFrameLen));
   if (eth == nullptr) {
     rte_pktmbuf_free(m);
     return;
   }
-  std::fill_n(eth, 60, uint8_t{0});
-  std::memcpy(eth, kBroadcast.data(), 6);
-  std::memcpy(eth + 6, mac_.data(), 6);
-  store_be16(eth + 12, kEthArp);
-  uint8_t* a = eth + kEthLen;
-  store_be16(a, 1);  // Ethernet
-  store_be16(a + 2, kEthIpv4);
-  a[4] = 6;
-  a[5] = 4;
-  store_be16(a + 6, 1);  // request
-  std::memcpy(a + 8, mac_.data(), 6);
-  std::memcpy(a + 14, own_.data(), 4);
-  std::memcpy(a + 24, gateway_.data(), 4);  // target MAC (a+18) stays zero
-  static_assert(kLen <= 60);
+  arp::write_request(eth, mac_, opts_.address, next_hop_ip_);
   if (port_.tx(&m, 1) != 1) {
     rte_pktmbuf_free(m);
     return;
@@ -214,29 +200,21 @@ size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now
 }
 
 void DpdkWanIo::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
-  uint8_t* a = eth + kEthLen;
-  if (len < kEthLen + 28 || load_be16(a) != 1 || load_be16(a + 2) != kEthIpv4 || a[4] != 6 ||
-      a[5] != 4) {
+  const std::optional<arp::Message> msg = arp::parse(eth, len);
+  if (!msg) {
     count(WanDrop::kMalformedArp);
     rte_pktmbuf_free(m);
     return;
   }
-  const uint16_t op = load_be16(a + 6);
   // Learn the next hop from any ARP it sends (request, reply, gratuitous).
-  if (std::memcmp(a + 14, gateway_.data(), 4) == 0) {
-    std::memcpy(next_mac_.data(), a + 8, 6);
+  if (msg->sender_ip == next_hop_ip_) {
+    next_mac_ = msg->sender_mac;
     resolved_ = true;
     learned_at_ = now;
     ++wan_.arp_learned;
   }
-  if (op == 1 && std::memcmp(a + 24, own_.data(), 4) == 0) {
-    // Turn the request into the reply in place.
-    std::memcpy(eth, eth + 6, 6);
-    std::memcpy(eth + 6, mac_.data(), 6);
-    store_be16(a + 6, 2);
-    std::memcpy(a + 18, a + 8, 10);  // target := sender (MAC and IP)
-    std::memcpy(a + 8, mac_.data(), 6);
-    std::memcpy(a + 14, own_.data(), 4);
+  if (msg->op == arp::kOpRequest && msg->target_ip == opts_.address) {
+    arp::make_reply(eth, mac_, opts_.address);
     if (port_.tx(&m, 1) == 1) {
       ++wan_.arp_replies_sent;
       return;

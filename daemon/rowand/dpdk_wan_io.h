@@ -117,9 +117,9 @@ class DpdkWanIo final : public io::PacketIo {
   DpdkWanOptions opts_;
   Port port_;
   std::array<uint8_t, 6> mac_{};
-  std::array<uint8_t, 4> own_{};      ///< own IPv4 address
-  std::array<uint8_t, 4> peer_{};     ///< the peer's IPv4 address
-  std::array<uint8_t, 4> gateway_{};  ///< the next hop (the peer when on-link)
+  std::array<uint8_t, 4> own_{};   ///< own IPv4 address
+  std::array<uint8_t, 4> peer_{};  ///< the peer's IPv4 address
+  roce::IpAddr next_hop_ip_;       ///< the next hop (the peer when on-link)
   std::array<uint8_t, 6> next_mac_{};
   bool resolved_ = false;
   TimePoint learned_at_;

@@ -29,11 +29,7 @@ struct FlowKey {
   uint8_t proto = 0;
   FlowKind kind = FlowKind::kOther;
 
-  bool operator==(const FlowKey& o) const {
-    return kind == o.kind && proto == o.proto && qp == o.qp && sport == o.sport &&
-           dport == o.dport && src.version == o.src.version && src.bytes == o.src.bytes &&
-           dst.bytes == o.dst.bytes;
-  }
+  bool operator==(const FlowKey&) const = default;
   uint64_t hash() const;
 };
 

@@ -460,7 +460,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     return;
   }
   const roce::IpAddr dst = ip_dst(ip);
-  if (dst.version == 6 && (ip_equal(dst, cfg_.local.address6) || dst.bytes[0] == 0xFF)) {
+  if (dst.version == 6 && (dst == cfg_.local.address6 || dst.bytes[0] == 0xFF)) {
     if (ip[6] == 58 && iplen >= 48) {
       handle_icmp6(m, ip, iplen, now);  // neighbour discovery
     } else {
@@ -468,7 +468,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     }
     return;
   }
-  if (ip_equal(dst, cfg_.local.address)) {
+  if (dst == cfg_.local.address) {
     drop(Drop::kToGateway, m);
     return;
   }
@@ -681,8 +681,8 @@ bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
     return false;
   }
   const roce::IpAddr dst = ip_dst(ip);
-  if (!(site_.contains(dst) || site6_.contains(dst)) || ip_equal(dst, cfg_.local.address) ||
-      ip_equal(dst, cfg_.local.address6)) {
+  if (!(site_.contains(dst) || site6_.contains(dst)) || dst == cfg_.local.address ||
+      dst == cfg_.local.address6) {
     drop(Drop::kNotLocal);
     return false;
   }

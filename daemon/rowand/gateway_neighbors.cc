@@ -9,14 +9,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codec/arp.h"
 #include "packet_util.h"
 
 namespace rowan::gw {
 namespace {
 
 using namespace pkt;  // NOLINT: the packet helpers of packet_util.h
-
-constexpr Mac kBroadcast = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 // ICMPv6 checksum (RFC 4443 §2.3) of the IPv6 packet at `ip` (payload
 // length from its header), with the checksum field taken as zero.
@@ -56,7 +55,7 @@ uint32_t NeighborTable::bucket(const roce::IpAddr& ip) {
 NeighborTable::Entry* NeighborTable::find(const roce::IpAddr& ip) noexcept {
   for (uint32_t i = 0, b = bucket(ip); i < kCapacity; ++i, b = (b + 1) % kCapacity) {
     if (!e_[b].used) return nullptr;
-    if (ip_equal(e_[b].ip, ip)) return &e_[b];
+    if (e_[b].ip == ip) return &e_[b];
   }
   return nullptr;
 }
@@ -71,47 +70,26 @@ NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcep
       ++size_;
       return &e_[b];
     }
-    if (ip_equal(e_[b].ip, ip)) return &e_[b];
+    if (e_[b].ip == ip) return &e_[b];
   }
   return nullptr;
 }
 
 void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
-  uint8_t* a = eth + kEthLen;
-  if (len < kEthLen + 28 || load_be16(a) != 1 || load_be16(a + 2) != kEthIpv4 || a[4] != 6 ||
-      a[5] != 4) {
+  const std::optional<arp::Message> msg = arp::parse(eth, len);
+  if (!msg) {
     drop(Drop::kMalformedArp, m);
     return;
   }
-  const uint16_t op = load_be16(a + 6);
-  roce::IpAddr spa{4, {}};
-  roce::IpAddr tpa{4, {}};
-  std::memcpy(spa.bytes.data(), a + 14, 4);
-  std::memcpy(tpa.bytes.data(), a + 24, 4);
-  const bool for_us = ip_equal(tpa, cfg_.local.address);
+  const roce::IpAddr& spa = msg->sender_ip;
+  const bool for_us = msg->target_ip == cfg_.local.address;
   // Learn (or refresh) the sender when it is on the site subnet.
-  if (site_.contains(spa) && !ip_equal(spa, cfg_.local.address)) {
+  if (site_.contains(spa) && spa != cfg_.local.address) {
     NeighborTable::Entry* e = for_us ? neigh_.find_or_add(spa) : neigh_.find(spa);
-    if (e != nullptr) {
-      std::memcpy(e->mac.data(), a + 8, 6);
-      e->resolved = true;
-      e->updated = now;
-      for (uint32_t i = 0; i < e->npending; ++i) {
-        uint8_t* p = rte_pktmbuf_mtod(e->pending[i], uint8_t*);
-        std::memcpy(p, e->mac.data(), 6);
-        enqueue_local(e->pending[i]);
-      }
-      e->npending = 0;
-    }
+    if (e != nullptr) learn_neighbor(*e, msg->sender_mac.data(), now);
   }
-  if (op == 1 && for_us && worker_.answers_neighbors) {
-    // Turn the request into the reply in place.
-    std::memcpy(eth, eth + 6, 6);
-    std::memcpy(eth + 6, mac_.data(), 6);
-    store_be16(a + 6, 2);
-    std::memcpy(a + 18, a + 8, 10);  // target := sender (MAC and IP)
-    std::memcpy(a + 8, mac_.data(), 6);
-    std::memcpy(a + 14, cfg_.local.address.bytes.data(), 4);
+  if (msg->op == arp::kOpRequest && for_us && worker_.answers_neighbors) {
+    arp::make_reply(eth, mac_, cfg_.local.address);
     ++ctr_.arp_replies;
     enqueue_local(m);
     return;
@@ -155,16 +133,16 @@ void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now
   }
   const roce::IpAddr src = ip_src(ip);
   const roce::IpAddr& learned = type == 135 ? src : target;
-  if (site6_.contains(learned) && !ip_equal(learned, cfg_.local.address6)) {
+  if (site6_.contains(learned) && learned != cfg_.local.address6) {
     // Like ARP: a host that asks for us is added, others only refreshed.
-    NeighborTable::Entry* e = type == 135 && ip_equal(target, cfg_.local.address6)
+    NeighborTable::Entry* e = type == 135 && target == cfg_.local.address6
                                   ? neigh_.find_or_add(learned)
                                   : neigh_.find(learned);
     if (e != nullptr) learn_neighbor(*e, lladdr, now);
   }
   const bool dad =
       std::all_of(src.bytes.begin(), src.bytes.begin() + 16, [](uint8_t b) { return b == 0; });
-  if (type != 135 || !ip_equal(target, cfg_.local.address6) || dad || !worker_.answers_neighbors) {
+  if (type != 135 || target != cfg_.local.address6 || dad || !worker_.answers_neighbors) {
     rte_pktmbuf_free(m);
     return;
   }
@@ -227,24 +205,12 @@ void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {
     drop(Drop::kNoMbuf);
     return;
   }
-  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
+  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, arp::kFrameLen));
   if (eth == nullptr) {
     drop(Drop::kNoMbuf, m);
     return;
   }
-  std::memset(eth, 0, 60);
-  std::memcpy(eth, kBroadcast.data(), 6);
-  std::memcpy(eth + 6, mac_.data(), 6);
-  store_be16(eth + 12, kEthArp);
-  uint8_t* a = eth + kEthLen;
-  store_be16(a, 1);
-  store_be16(a + 2, kEthIpv4);
-  a[4] = 6;
-  a[5] = 4;
-  store_be16(a + 6, 1);
-  std::memcpy(a + 8, mac_.data(), 6);
-  std::memcpy(a + 14, cfg_.local.address.bytes.data(), 4);
-  std::memcpy(a + 24, ip.bytes.data(), 4);
+  arp::write_request(eth, mac_, cfg_.local.address, ip);
   ++ctr_.arp_requests;
   enqueue_local(m);
 }

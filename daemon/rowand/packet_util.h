@@ -19,11 +19,6 @@ constexpr uint16_t kEthIpv6 = 0x86DD;
 constexpr uint16_t kEthArp = 0x0806;
 constexpr uint32_t kEthLen = 14;
 
-inline bool ip_equal(const roce::IpAddr& a, const roce::IpAddr& b) {
-  return a.version == b.version &&
-         std::memcmp(a.bytes.data(), b.bytes.data(), a.version == 6 ? 16 : 4) == 0;
-}
-
 // Basic IP sanity: version, header and total lengths within `len`. Returns the
 // IP packet length (without Ethernet padding) or 0.
 inline uint32_t ip_packet_len(const uint8_t* ip, uint32_t len) {

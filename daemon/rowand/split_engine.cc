@@ -55,10 +55,6 @@ constexpr size_t kReqMtuOffset = split::kMadHeaderLen + 50;  // high nibble of t
 
 size_t addr_len(const roce::IpAddr& a) { return a.version == 6 ? 16 : 4; }
 
-bool same_ip(const roce::IpAddr& a, const roce::IpAddr& b) {
-  return a.version == b.version && std::memcmp(a.bytes.data(), b.bytes.data(), addr_len(a)) == 0;
-}
-
 roce::IpAddr clean(const roce::IpAddr& a) {
   roce::IpAddr r;
   r.version = a.version;
@@ -401,7 +397,7 @@ void SplitEngine::track_ack(const roce::RocePacket& p) noexcept {
   const roce::IpAddr dst = clean(p.dst);
   for (SplitFlow& sf : active()) {
     if (sf.role != Role::kTracking || sf.rev_qp != 0) continue;
-    if (!same_ip(sf.fwd.src, dst) || !same_ip(sf.fwd.dst, src)) continue;
+    if (sf.fwd.src != dst || sf.fwd.dst != src) continue;
     if (!sf.pairing.on_ack(p.bth.psn, p.aeth.msn)) continue;
     sf.rev_qp = p.bth.dest_qp;
     sf.udp_sport = p.udp_sport;
@@ -1005,7 +1001,7 @@ void SplitEngine::release_held(TimePoint now) noexcept {
 uint32_t SplitEngine::local_host_pmtu(const roce::IpAddr& host, uint32_t qpn) const noexcept {
   const split::CmConnection* c = cm_.find_qp(host, qpn);
   if (c == nullptr) return 0;
-  if (same_ip(c->active, host)) return c->pmtu;  // its own REQ
+  if (c->active == host) return c->pmtu;  // its own REQ
   return local_pmtu_ != 0 ? local_pmtu_ : c->pmtu;
 }
 

@@ -7,7 +7,7 @@
 #      (`promtool check rules` on each wrapped as a recording rule);
 #   3. CPack builds the four .debs (librowan0, librowan-dev, rowand,
 #      rowan-tools), each with its files (the library in the multiarch
-#      libdir) and no placeholder contact; rowand's dependencies are satisfied
+#      libdir), its machine-readable copyright file, and no placeholder contact; rowand's dependencies are satisfied
 #      on this host (dpkg --dry-run -i); it unpacks (dpkg -x) into a temp root
 #      whose rowand runs `--check-config` (0 on the example, 78 on a bad file);
 #      where no rowand package is installed yet (CI), it is really installed
@@ -113,6 +113,14 @@ if ! grep -q "librowan.so" "$tmp/librowan0.contents" ||
   grep -q "include/rowan\|librowan.so -> \|pkgconfig" "$tmp/librowan0.contents"; then
   fail "librowan0 holds development files"
 fi
+for p in librowan0 librowan-dev rowand rowan-tools; do
+  dpkg-deb --fsys-tarfile "$(deb_of "$p")" | tar -xO "./usr/share/doc/$p/copyright" \
+    >"$tmp/$p.copyright" 2>/dev/null || fail "$p lacks /usr/share/doc/$p/copyright"
+  if ! grep -qx "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" \
+    "$tmp/$p.copyright" || ! grep -qx "License: Apache-2.0" "$tmp/$p.copyright"; then
+    fail "$p: its copyright file is not machine-readable Apache-2.0"
+  fi
+done
 dpkg-deb --field "$(deb_of librowan-dev)" Depends | grep -q "librowan0 (= " ||
   fail "librowan-dev does not depend on librowan0"
 dpkg-deb --field "$(deb_of rowan-tools)" Depends | grep -q "librowan0" ||

@@ -11,11 +11,6 @@ uint32_t be24(const uint8_t* p) {
 }
 uint32_t be32(const uint8_t* p) { return (be24(p) << 8) | p[3]; }
 
-bool same_ip(const roce::IpAddr& a, const roce::IpAddr& b) {
-  const size_t n = a.version == 6 ? 16 : 4;
-  return a.version == b.version && std::memcmp(a.bytes.data(), b.bytes.data(), n) == 0;
-}
-
 roce::IpAddr clean(const roce::IpAddr& a) {
   roce::IpAddr r;
   r.version = a.version;
@@ -73,8 +68,8 @@ CmTracker::Slot* CmTracker::find_by_active(const roce::IpAddr& active, const roc
                                            uint32_t active_comm) noexcept {
   if (n_ == 0) return nullptr;
   for (Slot& s : slots_) {
-    if (s.used && s.c.active_comm_id == active_comm && same_ip(s.c.active, active) &&
-        same_ip(s.c.passive, passive)) {
+    if (s.used && s.c.active_comm_id == active_comm && s.c.active == active &&
+        s.c.passive == passive) {
       return &s;
     }
   }
@@ -160,8 +155,8 @@ const CmConnection* CmTracker::find_qp(const roce::IpAddr& host, uint32_t qpn) c
   if (n_ == 0) return nullptr;
   for (const Slot& s : slots_) {
     if (!s.used || !s.c.established) continue;
-    if ((s.c.active_qpn == qpn && same_ip(s.c.active, host)) ||
-        (s.c.passive_qpn == qpn && same_ip(s.c.passive, host))) {
+    if ((s.c.active_qpn == qpn && s.c.active == host) ||
+        (s.c.passive_qpn == qpn && s.c.passive == host)) {
       return &s.c;
     }
   }
