@@ -32,6 +32,7 @@
 #include "congestion_controller.h"
 #include "io/packet_io.h"
 #include "transport/chunk_buffer.h"
+#include "transport/delivery_rate.h"
 #include "transport/interval_set.h"
 #include "transport/pacer.h"
 #include "transport/rtt_estimator.h"
@@ -217,14 +218,10 @@ class Connection {
     TimePoint sent_time;
     uint32_t bytes = 0;  // wire bytes
     PacketState state = PacketState::kUnused;
-    bool is_app_limited = false;
     bool has_max_data = false;
     uint8_t nframes = 0;
     uint32_t msd_slot = kNoChunk;  // stream whose MAX_STREAM_DATA rode along
-    // Rate sampling (tcp_rate.c).
-    uint64_t delivered = 0;
-    TimePoint delivered_time;
-    TimePoint first_sent_time;
+    DeliveryStamp rate;            // delivery-rate sampler state when it left
     SentFrame frames[kMaxFramesPerPacket];
   };
   struct Stream {
@@ -341,15 +338,9 @@ class Connection {
   uint32_t probes_pending_ = 0;
   bool idle_reported_ = false;
 
-  // Delivery rate (tcp_rate.c) and rounds.
-  uint64_t delivered_ = 0;
-  TimePoint delivered_time_;
-  TimePoint first_sent_time_;
-  uint64_t app_limited_until_ = 0;
-  uint64_t next_round_delivered_ = 0;
-  uint64_t round_count_ = 0;
+  // Delivery rate and rounds.
+  DeliveryRateSampler rate_;
   uint64_t peer_ce_count_ = 0;
-  uint64_t btlbw_round_ = 0;    ///< round of the sample stats_.btlbw holds
   TimePoint loss_event_start_;  ///< when the current loss event (recovery episode) began
 
   // Receiver state (our ACKs).
