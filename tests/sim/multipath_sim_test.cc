@@ -2,14 +2,13 @@
 // and failover, on the default algorithm (label: sim).
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "registry.h"
 #include "sim.h"
 #include "tools/paths.h"
+#include "tools/shell.h"
 
 namespace rowan::sim {
 namespace {
@@ -74,12 +73,9 @@ TEST(SimMultipath, CliTakesPerPathListsAndOutages) {
   const std::string cmd = test::binary_dir() +
                           "/tools/rowan-sim/rowan-sim --rate 100mbit,50mbit --rtt 20ms,30ms "
                           "--loss 0,0.1% --duration 4s --path-down 1@1s+1s --json";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  ASSERT_TRUE(p);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p.get())) out.append(buf, n);
-  const auto j = nlohmann::json::parse(out);
+  const test::ShellResult out = test::shell(cmd);
+  ASSERT_EQ(out.status, 0);
+  const auto j = nlohmann::json::parse(out.out);
   EXPECT_EQ(j["capacity_bps"].get<double>(), 150e6);
   ASSERT_EQ(j["paths"].size(), 2U);
   EXPECT_DOUBLE_EQ(j["paths"][1]["rtt_s"].get<double>(), 0.030);
@@ -92,11 +88,9 @@ TEST(SimMultipath, CliTakesPerPathListsAndOutages) {
   const std::string bad = test::binary_dir() +
                           "/tools/rowan-sim/rowan-sim --rate 1gbit,2gbit --rtt 1ms,2ms,3ms "
                           "--duration 1s 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> q(popen(bad.c_str(), "r"), pclose);
-  ASSERT_TRUE(q);
-  std::string err;
-  while (size_t n = fread(buf, 1, sizeof buf, q.get())) err.append(buf, n);
-  EXPECT_NE(err.find("lists must have one value"), std::string::npos) << err;
+  const test::ShellResult err = test::shell(bad);
+  EXPECT_EQ(err.status, 2);
+  EXPECT_NE(err.out.find("lists must have one value"), std::string::npos) << err.out;
 }
 
 }  // namespace

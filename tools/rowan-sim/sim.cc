@@ -891,6 +891,11 @@ Result run(const Scenario& s) {
   return sim.run();
 }
 
+// The JSON keys of a path are its members' names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PathResult, id, rate_bps, rtt_s, loss, utilization,
+                                   throughput_bps, tail_drops, random_drops, outage_drops,
+                                   bytes_acked, lost_packets, downs, ups, srtt_s)
+
 std::string to_json(const Scenario& s, const Result& r) {
   nlohmann::json j;
   j["capacity_bps"] = r.capacity_bps;
@@ -949,26 +954,7 @@ std::string to_json(const Scenario& s, const Result& r) {
     j["drained"] = r.drained;
     j["lost_bytes"] = r.lost_bytes;
   }
-  nlohmann::json paths = nlohmann::json::array();
-  for (const PathResult& p : r.paths) {
-    nlohmann::json o;
-    o["id"] = p.id;
-    o["rate_bps"] = p.rate_bps;
-    o["rtt_s"] = p.rtt_s;
-    o["loss"] = p.loss;
-    o["utilization"] = p.utilization;
-    o["throughput_bps"] = p.throughput_bps;
-    o["tail_drops"] = p.tail_drops;
-    o["random_drops"] = p.random_drops;
-    o["outage_drops"] = p.outage_drops;
-    o["bytes_acked"] = p.bytes_acked;
-    o["lost_packets"] = p.lost_packets;
-    o["downs"] = p.downs;
-    o["ups"] = p.ups;
-    o["srtt_s"] = p.srtt_s;
-    paths.push_back(o);
-  }
-  j["paths"] = paths;
+  j["paths"] = r.paths;
   nlohmann::json outages = nlohmann::json::array();
   auto opt = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   for (const OutageResult& o : r.outages) {
