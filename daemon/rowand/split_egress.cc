@@ -143,6 +143,12 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   // re-cut (split/resegment.h).
   const uint32_t out_mtu = (c[3] & kCtrlConfirmed) != 0 ? local_host_pmtu(fwd.dst, fwd.qp) : 0;
   const bool xlate = out_mtu != 0 && split::mtu_code(pmtu) != 0 && out_mtu != pmtu;
+  const auto slot = static_cast<uint32_t>(sf - flows_.data());
+  if (xlate && !take_translation(*sf)) {  // every translation in use: stays passthrough
+    release(*sf, false);
+    ++stats_.table_full;
+    return;
+  }
   split::RequesterConfig rc;
   rc.slots = kEgressSlots;
   rc.initial_rto = kEgressInitialRto;
@@ -150,17 +156,18 @@ void SplitEngine::on_control(PeerState* peer, uint64_t stream, const uint8_t* c,
   rc.pmtu = xlate ? out_mtu : pmtu;
   sf->pmtu = rc.pmtu;
   if (xlate) {
-    sf->out.xlate = std::make_unique<Translation>();
     sf->out.xlate->requests.start(start, start, pmtu, out_mtu);
     sf->out.xlate->responses.start(pmtu);
     ++stats_.translated_flows;
   }
-  sf->out.requester = std::make_unique<split::Requester>(rc);
+  sf->out.requester = &requesters_[slot];
+  sf->out.requester->configure(rc);
   sf->out.requester->start(start);
   sf->rev_qp = rev_qp;
   sf->out.base_relayed = (c[3] & kCtrlConfirmed) != 0;  // no passthrough ACK to relay
   sf->out.peer = peer;
   sf->out.stream = stream;
+  index_wan(*sf);  // now under its stream too
   ++stats_.flows_egress;
 }
 
@@ -248,22 +255,19 @@ void SplitEngine::fail_remote_requester(SplitFlow& sf, uint32_t psn, TimePoint n
 bool SplitEngine::egress_full(const SplitFlow& sf) noexcept {
   // A translated input may become kMaxPmtu / 256 pieces.
   const uint32_t need = sf.out.xlate ? split::kMaxPmtu / 256 : 1;
-  return sf.out.requester->in_window() + need > kEgressSlots;
+  return !sf.out.requester->room_for(need);
 }
 
 bool SplitEngine::blocked(PeerState* peer, uint64_t stream) noexcept {
   if (used_ == 0) return false;
-  for (SplitFlow& sf : active()) {
-    if (sf.role != Role::kEgress || sf.out.peer != peer || sf.out.stream != stream) continue;
-    if (!egress_full(sf)) return false;
-    if (!sf.out.stalled) {
-      sf.out.stalled = true;
-      ++stalled_;
-      ++stats_.stalls;
-    }
-    return true;
+  SplitFlow* sf = find_stream(peer, stream);
+  if (sf == nullptr || !egress_full(*sf)) return false;
+  if (!sf->out.stalled) {
+    sf->out.stalled = true;
+    ++stalled_;
+    ++stats_.stalls;
   }
-  return false;
+  return true;
 }
 
 bool SplitEngine::take_unblocked(PeerState** peer, uint64_t* stream) noexcept {

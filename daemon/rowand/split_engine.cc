@@ -11,7 +11,37 @@ namespace rowan::gw {
 using namespace split_detail;
 
 SplitEngine::SplitEngine(SplitIo& io, uint32_t local_mtu)
-    : io_(io), local_mtu_(local_mtu), flows_(kMaxFlows) {}
+    : io_(io),
+      local_mtu_(local_mtu),
+      flows_(kMaxFlows),
+      pool_(static_cast<uint32_t>(
+                std::max<uint64_t>(kPoolBytes / std::max<uint32_t>(local_mtu, 1), kEgressSlots)),
+            local_mtu),
+      xlates_(kMaxTranslated) {
+  free_.reserve(kMaxFlows);
+  for (uint32_t i = kMaxFlows; i > 0; --i) free_.push_back(i - 1);
+  split::RequesterConfig rc;
+  rc.slots = kEgressSlots;
+  requesters_.reserve(kMaxFlows);
+  for (uint32_t i = 0; i < kMaxFlows; ++i) requesters_.emplace_back(rc, pool_);
+  free_xlate_.reserve(kMaxTranslated);
+  for (uint32_t i = kMaxTranslated; i > 0; --i) free_xlate_.push_back(i - 1);
+}
+
+uint64_t SplitEngine::memory_bytes() const noexcept {
+  uint64_t n = sizeof(*this) + pool_.memory_bytes();
+  n += flows_.size() * sizeof(SplitFlow) + free_.capacity() * sizeof(uint32_t);
+  for (const split::Requester& r : requesters_) n += sizeof(r) + r.memory_bytes();
+  n += xlates_.size() * sizeof(Translation) + free_xlate_.capacity() * sizeof(uint32_t);
+  return n;
+}
+
+bool SplitEngine::take_translation(SplitFlow& sf) noexcept {
+  if (free_xlate_.empty()) return false;
+  sf.out.xlate = &xlates_[free_xlate_.back()];
+  free_xlate_.pop_back();
+  return true;
+}
 
 FlowKey SplitEngine::rev_key(const SplitFlow& sf) {
   FlowKey k = sf.fwd;
@@ -49,10 +79,24 @@ SplitEngine::SplitFlow* SplitEngine::find_rev(const FlowKey& k) noexcept {
   return find_wan(k, true);
 }
 
+uint64_t SplitEngine::stream_hash(const PeerState* peer, uint64_t stream) noexcept {
+  return pkt::fmix64(reinterpret_cast<uintptr_t>(peer) * 0x9E3779B97F4A7C15ULL ^ stream);
+}
+
+SplitEngine::SplitFlow* SplitEngine::find_stream(const PeerState* peer, uint64_t stream) noexcept {
+  for (uint32_t i = 0, b = static_cast<uint32_t>(stream_hash(peer, stream) % kIndex); i < kIndex;
+       ++i, b = (b + 1) % kIndex) {
+    if (stream_index_[b] == 0) return nullptr;
+    SplitFlow& sf = flows_[static_cast<uint32_t>(stream_index_[b] - 1)];
+    if (sf.role == Role::kEgress && sf.out.peer == peer && sf.out.stream == stream) return &sf;
+  }
+  return nullptr;
+}
+
 void SplitEngine::index_wan(SplitFlow& sf) noexcept {
   const auto slot = static_cast<int32_t>(&sf - flows_.data() + 1);
-  auto put = [slot](std::array<int32_t, kIndex>& idx, const FlowKey& k) {
-    for (uint32_t i = 0, b = static_cast<uint32_t>(k.hash() % kIndex); i < kIndex;
+  auto put = [slot](std::array<int32_t, kIndex>& idx, uint64_t hash) {
+    for (uint32_t i = 0, b = static_cast<uint32_t>(hash % kIndex); i < kIndex;
          ++i, b = (b + 1) % kIndex) {
       if (idx[b] == slot) return;
       if (idx[b] == 0) {
@@ -62,15 +106,17 @@ void SplitEngine::index_wan(SplitFlow& sf) noexcept {
     }
   };
   if (sf.role == Role::kEgress) {
-    put(wan_req_index_, sf.fwd);
+    put(wan_req_index_, sf.fwd.hash());
+    put(stream_index_, stream_hash(sf.out.peer, sf.out.stream));
   } else if (sf.rev_qp != 0) {
-    put(wan_ans_index_, rev_key(sf));
+    put(wan_ans_index_, rev_key(sf).hash());
   }
 }
 
 void SplitEngine::rebuild_index() noexcept {
   wan_req_index_.fill(0);
   wan_ans_index_.fill(0);
+  stream_index_.fill(0);
   for (SplitFlow& sf : active()) {
     if (sf.role != Role::kFree) index_wan(sf);
   }
@@ -83,24 +129,24 @@ SplitEngine::SplitFlow* SplitEngine::add(const FlowKey& fwd, Role role, Flow* lo
     release(*old);
     rebuild_index();
   }
-  for (uint32_t i = 0; i < flows_.size(); ++i) {
-    SplitFlow& sf = flows_[i];
-    if (sf.role != Role::kFree) continue;
-    sf.out.requester.reset();
-    sf = SplitFlow{};
-    sf.role = role;
-    sf.fwd = fwd;
-    sf.udp_sport = kDefaultSport;
-    sf.local = local;
-    sf.last_active = now;
-    handle = i + 1;
-    ++used_;
-    high_ = std::max(high_, i + 1);
-    index_wan(sf);
-    return &sf;
+  if (free_.empty()) {
+    ++stats_.table_full;
+    return nullptr;
   }
-  ++stats_.table_full;
-  return nullptr;
+  const uint32_t i = free_.back();
+  free_.pop_back();
+  SplitFlow& sf = flows_[i];
+  sf = SplitFlow{};
+  sf.role = role;
+  sf.fwd = fwd;
+  sf.udp_sport = kDefaultSport;
+  sf.local = local;
+  sf.last_active = now;
+  handle = i + 1;
+  ++used_;
+  high_ = std::max(high_, i + 1);
+  index_wan(sf);
+  return &sf;
 }
 
 void SplitEngine::trim() noexcept {
@@ -363,8 +409,12 @@ void SplitEngine::release(SplitFlow& sf, bool count) noexcept {
   if (sf.role == Role::kTracking) --tracking_;
   if (sf.out.stalled) --stalled_;
   (sf.role == Role::kEgress ? sf.local->split_egress : sf.local->split_ingress) = 0;
-  sf.out.requester.reset();
+  if (sf.out.requester != nullptr) sf.out.requester->clear();
+  if (sf.out.xlate != nullptr) {
+    free_xlate_.push_back(static_cast<uint32_t>(sf.out.xlate - xlates_.data()));
+  }
   sf = SplitFlow{};
+  free_.push_back(static_cast<uint32_t>(&sf - flows_.data()));
   --used_;
   trim();
   if (count) ++stats_.flows_released;
@@ -499,6 +549,10 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"poison_sent", s.poison_sent},
            {"dead_dropped", s.dead_dropped},
            {"cm_connections", cm_.size()},
+           {"pool_slots", pool_.capacity()},
+           {"pool_free", pool_.available()},
+           {"pool_exhausted", pool_.exhausted()},
+           {"memory_bytes", memory_bytes()},
            {"flows", flows}};
 }
 

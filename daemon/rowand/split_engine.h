@@ -59,8 +59,10 @@
 // peer's restart, timers, snapshot), split_ingress.cc, split_egress.cc and
 // split_cm.cc (RDMA CM, held DREQs).
 //
-// Threading: the packet lcore only. No allocation per packet (a Requester's
-// buffer is allocated once, when its flow is paired).
+// Threading: the packet lcore only. Nothing is allocated per packet or when a
+// flow is paired: the flow slots, one Requester per slot, the translations
+// and the packets egress flows hold (one shared SlotPool) are allocated at
+// construction (docs/split-mode.md "Scale").
 #pragma once
 
 #include <array>
@@ -149,7 +151,17 @@ struct SplitStats {
 
 class SplitEngine {
  public:
-  static constexpr uint32_t kMaxFlows = 256;
+  /// Split flows (QP directions) one engine follows at once.
+  static constexpr uint32_t kMaxFlows = 4096;
+  /// Egress flows that translate MTUs at once (CM flows between sites that
+  /// run different path MTUs; each ~17 KB of re-cutting state).
+  static constexpr uint32_t kMaxTranslated = 256;
+  /// The packets all egress flows hold, in bytes: a shared pool of slots of
+  /// the local MTU (64 MiB: 44,000 slots of 1,500 bytes, about 43 full
+  /// 1,024-packet windows; 7,400 of 9,000 bytes).
+  static constexpr uint64_t kPoolBytes = uint64_t{64} << 20;
+  /// Per egress flow: the packets held toward its responder host.
+  static constexpr uint32_t kEgressSlots = 1024;
   /// DREQs held at once (behind data still owned by an egress flow).
   static constexpr uint32_t kHeldMads = 16;
   /// The longest a DREQ waits for its egress flow to drain.
@@ -210,6 +222,12 @@ class SplitEngine {
   void expire(TimePoint cutoff) noexcept;
 
   const SplitStats& stats() const { return stats_; }
+  /// The shared packet pool of the egress flows: slots in all, and free.
+  uint32_t pool_capacity() const noexcept { return pool_.capacity(); }
+  uint32_t pool_available() const noexcept { return pool_.available(); }
+  /// What the engine allocated at construction, in bytes (the pool's
+  /// packet bytes included, which the kernel backs as they are used).
+  uint64_t memory_bytes() const noexcept;
   /// Flows now followed: {tracking (unpaired), ingress, egress}. Control path.
   std::array<uint32_t, 3> role_counts() const noexcept {
     std::array<uint32_t, 3> n{};
@@ -248,10 +266,10 @@ class SplitEngine {
     uint32_t max_req_len = 0;  ///< the largest request seen (IP bytes)
   };
   struct EgressHalf {
-    std::unique_ptr<split::Requester> requester;
-    std::unique_ptr<Translation> xlate;  ///< MTUs differ
-    bool base_relayed = false;           ///< the ACK covering the passthrough part went through
-    PeerState* peer = nullptr;           ///< where the records come from
+    split::Requester* requester = nullptr;  ///< requesters_[slot]
+    Translation* xlate = nullptr;           ///< one of xlates_ when MTUs differ
+    bool base_relayed = false;              ///< the ACK covering the passthrough part went through
+    PeerState* peer = nullptr;              ///< where the records come from
     uint64_t stream = 0;
     bool stalled = false;
     uint32_t unasked = 0;       ///< packets sent since the last one with AckReq
@@ -297,6 +315,9 @@ class SplitEngine {
   /// once rev_qp is known) into the WAN index.
   void index_wan(SplitFlow& sf) noexcept;
   SplitFlow* find_wan(const FlowKey& k, bool answers) noexcept;
+  /// The egress flow whose records come on `peer`'s `stream`.
+  SplitFlow* find_stream(const PeerState* peer, uint64_t stream) noexcept;
+  static uint64_t stream_hash(const PeerState* peer, uint64_t stream) noexcept;
   void rebuild_index() noexcept;
   static FlowKey rev_key(const SplitFlow& sf);
 
@@ -369,15 +390,26 @@ class SplitEngine {
   /// Delivers (and acts on) the held DREQs whose wait is over.
   void release_held(TimePoint now) noexcept;
 
+  /// One of xlates_ for `sf` (false when all are in use).
+  bool take_translation(SplitFlow& sf) noexcept;
+
   SplitIo& io_;
   uint32_t local_mtu_;
   uint32_t local_pmtu_ = 0;
+  // Everything below is allocated at construction (start-up), none of it
+  // when a flow is paired or a packet passes (docs/split-mode.md "Scale").
   std::vector<SplitFlow> flows_;
+  std::vector<uint32_t> free_;                ///< free slots of flows_ (a stack)
+  split::SlotPool pool_;                      ///< the packets egress flows hold
+  std::vector<split::Requester> requesters_;  ///< one per slot, over pool_
+  std::vector<Translation> xlates_;
+  std::vector<uint32_t> free_xlate_;
   static constexpr uint32_t kIndex = kMaxFlows * 4;
   /// WAN-side keys, hash bucket → slot + 1: requests from the peer (egress
   /// flows by fwd) and answers from the peer (the others, by rev_key).
   std::array<int32_t, kIndex> wan_req_index_{};
   std::array<int32_t, kIndex> wan_ans_index_{};
+  std::array<int32_t, kIndex> stream_index_{};  ///< egress flows by (peer, stream)
   uint32_t used_ = 0;
   uint32_t high_ = 0;  ///< 1 + the highest slot in use (add() takes the lowest free one)
   uint32_t tracking_ = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "codec/bytes.h"
+#include "packet_util.h"
 #include "split_engine.h"
 
 namespace rowan::gw::split_detail {
@@ -24,7 +25,6 @@ constexpr uint8_t kCtrlCmDrain = 3;  // the next CM MAD (a DREQ) follows the dat
 constexpr uint32_t kCtrlDrainLen = 8;
 constexpr uint32_t kCtrlLen = 4 + 16 + 16 + 16;
 constexpr uint32_t kDefaultPmtu = 1024;
-constexpr uint32_t kEgressSlots = 1024;
 // Gateway B's first retransmission timeout, before a round trip to the
 // responder host was measured: a soft-RoCE guest took ~30 ms for a first
 // 64-packet message, and a 4 ms first timeout resent that window (the
