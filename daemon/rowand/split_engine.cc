@@ -10,22 +10,27 @@ namespace rowan::gw {
 
 using namespace split_detail;
 
-SplitEngine::SplitEngine(SplitIo& io, uint32_t local_mtu)
+SplitEngine::SplitEngine(SplitIo& io, uint32_t local_mtu, const SplitLimits& limits)
     : io_(io),
       local_mtu_(local_mtu),
-      flows_(kMaxFlows),
-      pool_(static_cast<uint32_t>(
-                std::max<uint64_t>(kPoolBytes / std::max<uint32_t>(local_mtu, 1), kEgressSlots)),
+      flows_(std::max<uint32_t>(limits.flows, 1)),
+      pool_(static_cast<uint32_t>(std::max<uint64_t>(
+                limits.pool_bytes / std::max<uint32_t>(local_mtu, 1), kEgressSlots)),
             local_mtu),
-      xlates_(kMaxTranslated) {
-  free_.reserve(kMaxFlows);
-  for (uint32_t i = kMaxFlows; i > 0; --i) free_.push_back(i - 1);
+      xlates_(limits.translations),
+      index_size_(4 * static_cast<uint32_t>(flows_.size())),
+      wan_req_index_(index_size_),
+      wan_ans_index_(index_size_),
+      stream_index_(index_size_) {
+  const auto n = static_cast<uint32_t>(flows_.size());
+  free_.reserve(n);
+  for (uint32_t i = n; i > 0; --i) free_.push_back(i - 1);
   split::RequesterConfig rc;
   rc.slots = kEgressSlots;
-  requesters_.reserve(kMaxFlows);
-  for (uint32_t i = 0; i < kMaxFlows; ++i) requesters_.emplace_back(rc, pool_);
-  free_xlate_.reserve(kMaxTranslated);
-  for (uint32_t i = kMaxTranslated; i > 0; --i) free_xlate_.push_back(i - 1);
+  requesters_.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) requesters_.emplace_back(rc, pool_);
+  free_xlate_.reserve(xlates_.size());
+  for (auto i = static_cast<uint32_t>(xlates_.size()); i > 0; --i) free_xlate_.push_back(i - 1);
 }
 
 uint64_t SplitEngine::memory_bytes() const noexcept {
@@ -33,6 +38,7 @@ uint64_t SplitEngine::memory_bytes() const noexcept {
   n += flows_.size() * sizeof(SplitFlow) + free_.capacity() * sizeof(uint32_t);
   for (const split::Requester& r : requesters_) n += sizeof(r) + r.memory_bytes();
   n += xlates_.size() * sizeof(Translation) + free_xlate_.capacity() * sizeof(uint32_t);
+  n += 3 * uint64_t{index_size_} * sizeof(int32_t);
   return n;
 }
 
@@ -53,8 +59,8 @@ FlowKey SplitEngine::rev_key(const SplitFlow& sf) {
 
 SplitEngine::SplitFlow* SplitEngine::find_wan(const FlowKey& k, bool answers) noexcept {
   const auto& idx = answers ? wan_ans_index_ : wan_req_index_;
-  for (uint32_t i = 0, b = static_cast<uint32_t>(k.hash() % kIndex); i < kIndex;
-       ++i, b = (b + 1) % kIndex) {
+  const uint32_t n = index_size_;
+  for (uint32_t i = 0, b = static_cast<uint32_t>(k.hash() % n); i < n; ++i, b = (b + 1) % n) {
     if (idx[b] == 0) return nullptr;
     SplitFlow& sf = flows_[static_cast<uint32_t>(idx[b] - 1)];
     if (sf.role == Role::kFree || (sf.role == Role::kEgress) == answers) continue;
@@ -84,8 +90,9 @@ uint64_t SplitEngine::stream_hash(const PeerState* peer, uint64_t stream) noexce
 }
 
 SplitEngine::SplitFlow* SplitEngine::find_stream(const PeerState* peer, uint64_t stream) noexcept {
-  for (uint32_t i = 0, b = static_cast<uint32_t>(stream_hash(peer, stream) % kIndex); i < kIndex;
-       ++i, b = (b + 1) % kIndex) {
+  const uint32_t n = index_size_;
+  for (uint32_t i = 0, b = static_cast<uint32_t>(stream_hash(peer, stream) % n); i < n;
+       ++i, b = (b + 1) % n) {
     if (stream_index_[b] == 0) return nullptr;
     SplitFlow& sf = flows_[static_cast<uint32_t>(stream_index_[b] - 1)];
     if (sf.role == Role::kEgress && sf.out.peer == peer && sf.out.stream == stream) return &sf;
@@ -95,9 +102,9 @@ SplitEngine::SplitFlow* SplitEngine::find_stream(const PeerState* peer, uint64_t
 
 void SplitEngine::index_wan(SplitFlow& sf) noexcept {
   const auto slot = static_cast<int32_t>(&sf - flows_.data() + 1);
-  auto put = [slot](std::array<int32_t, kIndex>& idx, uint64_t hash) {
-    for (uint32_t i = 0, b = static_cast<uint32_t>(hash % kIndex); i < kIndex;
-         ++i, b = (b + 1) % kIndex) {
+  const uint32_t n = index_size_;
+  auto put = [slot, n](std::vector<int32_t>& idx, uint64_t hash) {
+    for (uint32_t i = 0, b = static_cast<uint32_t>(hash % n); i < n; ++i, b = (b + 1) % n) {
       if (idx[b] == slot) return;
       if (idx[b] == 0) {
         idx[b] = slot;
@@ -114,9 +121,9 @@ void SplitEngine::index_wan(SplitFlow& sf) noexcept {
 }
 
 void SplitEngine::rebuild_index() noexcept {
-  wan_req_index_.fill(0);
-  wan_ans_index_.fill(0);
-  stream_index_.fill(0);
+  std::fill(wan_req_index_.begin(), wan_req_index_.end(), 0);
+  std::fill(wan_ans_index_.begin(), wan_ans_index_.end(), 0);
+  std::fill(stream_index_.begin(), stream_index_.end(), 0);
   for (SplitFlow& sf : active()) {
     if (sf.role != Role::kFree) index_wan(sf);
   }

@@ -149,17 +149,24 @@ struct SplitStats {
   uint64_t dead_dropped = 0;    ///< packets of such a failed flow consumed (not passed on)
 };
 
+/// How much one engine holds, all allocated at construction. The defaults
+/// are what rowand runs; the fuzz target builds small engines (one per
+/// input) to reach the full-table paths and to run at its pace.
+struct SplitLimits {
+  uint32_t flows = 4096;                     ///< split flows (QP directions) at once
+  uint64_t pool_bytes = uint64_t{64} << 20;  ///< packets the egress flows hold
+  uint32_t translations = 256;               ///< egress flows translating MTUs at once
+};
+
 class SplitEngine {
  public:
-  /// Split flows (QP directions) one engine follows at once.
-  static constexpr uint32_t kMaxFlows = 4096;
-  /// Egress flows that translate MTUs at once (CM flows between sites that
-  /// run different path MTUs; each ~17 KB of re-cutting state).
-  static constexpr uint32_t kMaxTranslated = 256;
-  /// The packets all egress flows hold, in bytes: a shared pool of slots of
-  /// the local MTU (64 MiB: 44,000 slots of 1,500 bytes, about 43 full
-  /// 1,024-packet windows; 7,400 of 9,000 bytes).
-  static constexpr uint64_t kPoolBytes = uint64_t{64} << 20;
+  /// Split flows (QP directions) one engine follows at once (rowand's).
+  static constexpr uint32_t kMaxFlows = SplitLimits{}.flows;
+  // MTU translations (SplitLimits::translations): CM flows between sites
+  // that run different path MTUs, each ~17 KB of re-cutting state. The
+  // packet pool (SplitLimits::pool_bytes): slots of the local MTU, at least
+  // one full window (64 MiB: 44,739 slots of 1,500 bytes, about 43 full
+  // 1,024-packet windows; 7,456 of 9,000 bytes).
   /// Per egress flow: the packets held toward its responder host.
   static constexpr uint32_t kEgressSlots = 1024;
   /// DREQs held at once (behind data still owned by an egress flow).
@@ -167,7 +174,7 @@ class SplitEngine {
   /// The longest a DREQ waits for its egress flow to drain.
   static constexpr Duration kDreqHoldMax = Duration::from_s(10);
 
-  SplitEngine(SplitIo& io, uint32_t local_mtu);
+  SplitEngine(SplitIo& io, uint32_t local_mtu, const SplitLimits& limits = {});
 
   /// The RoCE path MTU (256..4096) the site's hosts use; 0: whatever the
   /// connection negotiated (no translation). Control path, before traffic.
@@ -404,12 +411,12 @@ class SplitEngine {
   std::vector<split::Requester> requesters_;  ///< one per slot, over pool_
   std::vector<Translation> xlates_;
   std::vector<uint32_t> free_xlate_;
-  static constexpr uint32_t kIndex = kMaxFlows * 4;
+  uint32_t index_size_;  ///< buckets of each WAN-side index: 4 per flow
   /// WAN-side keys, hash bucket → slot + 1: requests from the peer (egress
   /// flows by fwd) and answers from the peer (the others, by rev_key).
-  std::array<int32_t, kIndex> wan_req_index_{};
-  std::array<int32_t, kIndex> wan_ans_index_{};
-  std::array<int32_t, kIndex> stream_index_{};  ///< egress flows by (peer, stream)
+  std::vector<int32_t> wan_req_index_;
+  std::vector<int32_t> wan_ans_index_;
+  std::vector<int32_t> stream_index_;  ///< egress flows by (peer, stream)
   uint32_t used_ = 0;
   uint32_t high_ = 0;  ///< 1 + the highest slot in use (add() takes the lowest free one)
   uint32_t tracking_ = 0;

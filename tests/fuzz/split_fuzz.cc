@@ -117,8 +117,11 @@ class Input {
 
 struct Sim {
   FakeIo ia, ib;
-  gw::SplitEngine ga{ia, 1500};
-  gw::SplitEngine gb{ib, 1500};
+  // Small engines (one pair per input): 64 flows, so inputs reach a full
+  // table; the smallest pool (one window); 8 translations.
+  static constexpr gw::SplitLimits kLimits{64, 0, 8};
+  gw::SplitEngine ga{ia, 1500, kLimits};
+  gw::SplitEngine gb{ib, 1500, kLimits};
   FakeClock clock;
   roce::IpAddr a_ip = roce::parse_ip_addr("198.18.1.10");
   roce::IpAddr b_ip = roce::parse_ip_addr("198.18.2.10");

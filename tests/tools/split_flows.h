@@ -50,4 +50,19 @@ class SplitFlows {
   gw::FlowTable table_;
 };
 
+/// A bare-IP RC ACK/NAK from `src` to `dst`'s QP `qp` (AETH `syndrome`, `msn`).
+inline roce::FrameSpec aeth_spec(const roce::IpAddr& src, const roce::IpAddr& dst, uint32_t qp,
+                                 uint32_t psn, uint8_t syndrome, uint32_t msn) {
+  roce::FrameSpec s;
+  s.with_eth = false;
+  s.src = src;
+  s.dst = dst;
+  s.bth.opcode = roce::op::kRcAck;
+  s.bth.dest_qp = qp;
+  s.bth.psn = psn & roce::kPsnMask;
+  s.aeth.syndrome = syndrome;
+  s.aeth.msn = msn;
+  return s;
+}
+
 }  // namespace rowan::test

@@ -145,16 +145,7 @@ class ScaleTest : public ::testing::Test {
     return roce::build(s, {out, kFrame});
   }
   size_t ack(uint32_t qp, uint32_t psn, uint32_t msn, uint8_t* out) {
-    roce::FrameSpec s;
-    s.with_eth = false;
-    s.src = b_ip_;
-    s.dst = a_ip_;
-    s.bth.opcode = op::kRcAck;
-    s.bth.dest_qp = qp;
-    s.bth.psn = psn;
-    s.aeth.syndrome = 0x1F;
-    s.aeth.msn = msn;
-    return roce::build(s, {out, kFrame});
+    return roce::build(test::aeth_spec(b_ip_, a_ip_, qp, psn, 0x1F, msn), {out, kFrame});
   }
   /// The stream gateway A carries QP pair `i`'s requests on.
   uint64_t stream_of(uint32_t i) {

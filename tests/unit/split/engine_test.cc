@@ -123,17 +123,8 @@ class EngineTest : public ::testing::Test {
   }
   /// An ACK/NAK from host B (toward A's requester QP).
   Bytes aeth(uint8_t syndrome, uint32_t psn, uint32_t msn) {
-    roce::FrameSpec s;
-    s.with_eth = false;
-    s.src = b_ip_;
-    s.dst = a_ip_;
-    s.bth.opcode = op::kRcAck;
-    s.bth.dest_qp = kReqQp;
-    s.bth.psn = psn & roce::kPsnMask;
-    s.aeth.syndrome = syndrome;
-    s.aeth.msn = msn;
     Bytes buf(128);
-    buf.resize(roce::build(s, buf));
+    buf.resize(roce::build(test::aeth_spec(b_ip_, a_ip_, kReqQp, psn, syndrome, msn), buf));
     return buf;
   }
   // Host A sends: gateway A sees it; in passthrough the test carries it to B.
