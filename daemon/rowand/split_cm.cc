@@ -129,7 +129,7 @@ void SplitEngine::release_held(TimePoint now) noexcept {
 uint32_t SplitEngine::local_host_pmtu(const roce::IpAddr& host, uint32_t qpn) const noexcept {
   const split::CmConnection* c = cm_.find_qp(host, qpn);
   if (c == nullptr) return 0;
-  if (same_ip(c->active, host)) return c->pmtu;  // its own REQ
+  if (c->active == host) return c->pmtu;  // its own REQ
   return local_pmtu_ != 0 ? local_pmtu_ : c->pmtu;
 }
 

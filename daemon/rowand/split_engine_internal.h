@@ -58,10 +58,6 @@ constexpr size_t kReqMtuOffset = split::kMadHeaderLen + 50;  // high nibble of t
 
 inline size_t addr_len(const roce::IpAddr& a) { return a.version == 6 ? 16 : 4; }
 
-inline bool same_ip(const roce::IpAddr& a, const roce::IpAddr& b) {
-  return a.version == b.version && std::memcmp(a.bytes.data(), b.bytes.data(), addr_len(a)) == 0;
-}
-
 inline roce::IpAddr clean(const roce::IpAddr& a) {
   roce::IpAddr r;
   r.version = a.version;

@@ -64,7 +64,7 @@ void SplitEngine::track_ack(const roce::RocePacket& p) noexcept {
   const roce::IpAddr dst = clean(p.dst);
   for (SplitFlow& sf : active()) {
     if (sf.role != Role::kTracking || sf.rev_qp != 0) continue;
-    if (!same_ip(sf.fwd.src, dst) || !same_ip(sf.fwd.dst, src)) continue;
+    if (sf.fwd.src != dst || sf.fwd.dst != src) continue;
     if (!sf.in.pairing.on_ack(p.bth.psn, p.aeth.msn)) continue;
     sf.rev_qp = p.bth.dest_qp;
     sf.udp_sport = p.udp_sport;
