@@ -82,6 +82,7 @@ Flow* FlowTable::find_or_add(const FlowKey& key, TimePoint now, bool* created) n
   f.first_seen = f.last_seen = now;
   f.packets = f.bytes = f.ce_marked = f.dropped = f.window_bytes = f.last_window_bytes = 0;
   f.tail.clear();
+  f.split_ingress = f.split_egress = 0;
   ++size_;
   *created = true;
   return &f;
@@ -110,7 +111,9 @@ void FlowTable::erase_slot(uint32_t slot) noexcept {
 uint32_t FlowTable::expire(TimePoint cutoff) noexcept {
   uint32_t n = 0;
   for (uint32_t s = 0; s < flows_.size(); ++s) {
-    if (flows_[s].used && flows_[s].last_seen < cutoff && flows_[s].tail.empty()) {
+    const Flow& f = flows_[s];
+    if (f.used && f.last_seen < cutoff && f.tail.empty() && f.split_ingress == 0 &&
+        f.split_egress == 0) {
       erase_slot(s);
       ++n;
     }

@@ -47,7 +47,13 @@ struct Flow {
   uint64_t window_bytes = 0;       ///< bytes written in the current backlog window
   uint64_t last_window_bytes = 0;  ///< bytes written in the previous window
   uint32_t offered_epoch = 0;      ///< last backlog window a packet of this flow arrived in
-  std::vector<uint8_t> tail;       ///< part of a record the send buffer did not take yet
+  /// Split mode (split_engine.h): the slot + 1 of the split state this flow
+  /// holds (0: none), where its local host is the requester (ingress) and
+  /// where it is the responder (egress; this flow carries its answers). A
+  /// flow holding either is not expired here: the split engine releases it.
+  uint32_t split_ingress = 0;
+  uint32_t split_egress = 0;
+  std::vector<uint8_t> tail;  ///< part of a record the send buffer did not take yet
 };
 
 class FlowTable {
@@ -58,7 +64,8 @@ class FlowTable {
   /// `created` tells which.
   Flow* find_or_add(const FlowKey& key, TimePoint now, bool* created) noexcept;
   Flow* find(const FlowKey& key) noexcept;
-  /// Removes flows idle since before `cutoff` and with nothing pending; returns how many.
+  /// Removes flows idle since before `cutoff`, with nothing pending and no
+  /// split state; returns how many.
   uint32_t expire(TimePoint cutoff) noexcept;
   uint32_t size() const { return size_; }
   uint32_t capacity() const { return static_cast<uint32_t>(flows_.size()); }

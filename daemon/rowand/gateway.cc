@@ -81,17 +81,22 @@ class GatewaySplitIo final : public SplitIo {
   bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
     FlowKey key;
     if (!g_.classify(ip, len, key)) return false;
+    Flow* f = open_flow(key, now);
+    return f != nullptr && carry(*f, ip, len, now);
+  }
+  Flow* find_flow(const FlowKey& key) noexcept override { return g_.flows_.find(key); }
+  Flow* open_flow(const FlowKey& key, TimePoint now) noexcept override {
     const Gateway::Route* r = g_.lookup(key.dst);
-    if (r == nullptr) return false;
+    if (r == nullptr) return nullptr;
     bool created = false;
     Flow* f = g_.flows_.find_or_add(key, now, &created);
-    if (f == nullptr) return false;
+    if (f == nullptr) return nullptr;
     if (created) {
       ++g_.ctr_.flows_created;
       f->peer = r->peer;
     }
     f->last_seen = now;
-    return carry(*f, ip, len, now);
+    return f;
   }
 
  private:

@@ -49,8 +49,20 @@
 // nothing before the start PSN is unacknowledged (CM pairing), so the egress
 // consumes every responder ACK.
 //
-// Threading: the packet lcore only. No allocation per packet (a Requester's
-// buffer is allocated once, when its flow is paired).
+// Where the state lives: a fixed table of SplitFlow slots; the gateway's flow
+// entry of a flow's local side holds its slot (Flow::split_ingress,
+// Flow::split_egress), so a host's packet finds its split state through the
+// classifier's own lookup; only records from the peer go through the
+// engine's index of WAN-side keys (see SplitFlow).
+//
+// Files: split_engine.cc (the table, dispatch, frames toward the hosts, a
+// peer's restart, timers, snapshot), split_ingress.cc, split_egress.cc and
+// split_cm.cc (RDMA CM, held DREQs).
+//
+// Threading: the packet lcore only. Nothing is allocated per packet or when a
+// flow is paired: the flow slots, one Requester per slot, the translations
+// and the packets egress flows hold (one shared SlotPool) are allocated at
+// construction (docs/split-mode.md "Scale").
 #pragma once
 
 #include <array>
@@ -91,6 +103,12 @@ class SplitIo {
   virtual void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
   /// Carries an IP packet toward the remote site as if a local host sent it.
   virtual bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
+  /// The gateway's flow entry for `key` (a flow a local host sends on), or
+  /// nullptr when there is none.
+  virtual Flow* find_flow(const FlowKey& key) noexcept = 0;
+  /// The same, created when absent as the classifier would create it (its
+  /// route's peer); nullptr when no route covers it or the table is full.
+  virtual Flow* open_flow(const FlowKey& key, TimePoint now) noexcept = 0;
 };
 
 struct SplitStats {
@@ -131,15 +149,32 @@ struct SplitStats {
   uint64_t dead_dropped = 0;    ///< packets of such a failed flow consumed (not passed on)
 };
 
+/// How much one engine holds, all allocated at construction. The defaults
+/// are what rowand runs; the fuzz target builds small engines (one per
+/// input) to reach the full-table paths and to run at its pace.
+struct SplitLimits {
+  uint32_t flows = 4096;                     ///< split flows (QP directions) at once
+  uint64_t pool_bytes = uint64_t{64} << 20;  ///< packets the egress flows hold
+  uint32_t translations = 256;               ///< egress flows translating MTUs at once
+};
+
 class SplitEngine {
  public:
-  static constexpr uint32_t kMaxFlows = 256;
+  /// Split flows (QP directions) one engine follows at once (rowand's).
+  static constexpr uint32_t kMaxFlows = SplitLimits{}.flows;
+  // MTU translations (SplitLimits::translations): CM flows between sites
+  // that run different path MTUs, each ~17 KB of re-cutting state. The
+  // packet pool (SplitLimits::pool_bytes): slots of the local MTU, at least
+  // one full window (64 MiB: 44,739 slots of 1,500 bytes, about 43 full
+  // 1,024-packet windows; 7,456 of 9,000 bytes).
+  /// Per egress flow: the packets held toward its responder host.
+  static constexpr uint32_t kEgressSlots = 1024;
   /// DREQs held at once (behind data still owned by an egress flow).
   static constexpr uint32_t kHeldMads = 16;
   /// The longest a DREQ waits for its egress flow to drain.
   static constexpr Duration kDreqHoldMax = Duration::from_s(10);
 
-  SplitEngine(SplitIo& io, uint32_t local_mtu);
+  SplitEngine(SplitIo& io, uint32_t local_mtu, const SplitLimits& limits = {});
 
   /// The RoCE path MTU (256..4096) the site's hosts use; 0: whatever the
   /// connection negotiated (no translation). Control path, before traffic.
@@ -194,6 +229,12 @@ class SplitEngine {
   void expire(TimePoint cutoff) noexcept;
 
   const SplitStats& stats() const { return stats_; }
+  /// The shared packet pool of the egress flows: slots in all, and free.
+  uint32_t pool_capacity() const noexcept { return pool_.capacity(); }
+  uint32_t pool_available() const noexcept { return pool_.available(); }
+  /// What the engine allocated at construction, in bytes (the pool's
+  /// packet bytes included, which the kernel backs as they are used).
+  uint64_t memory_bytes() const noexcept;
   /// Flows now followed: {tracking (unpaired), ingress, egress}. Control path.
   std::array<uint32_t, 3> role_counts() const noexcept {
     std::array<uint32_t, 3> n{};
@@ -213,26 +254,49 @@ class SplitEngine {
     split::RequestSegmenter requests;
     split::ResponseSegmenter responses;
   };
+  /// One direction of a QP pair (requester → responder) that the engine
+  /// follows. Its state comes in three parts: what both roles use, the
+  /// ingress half (the requester is a local host: tracking, then a
+  /// Responder; split_ingress.cc) and the egress half (the responder is a
+  /// local host: a Requester; split_egress.cc).
+  ///
+  /// Where it is found: its local side -- the gateway's flow entry that its
+  /// local host sends on (the requests' key at the ingress, the answers'
+  /// key at the egress) -- holds its slot (Flow::split_ingress or
+  /// Flow::split_egress), so a local packet reaches it through the
+  /// classifier's one lookup. Records from the peer, whose keys the flow
+  /// table does not hold, find it by key in the engine's WAN index.
+  struct IngressHalf {
+    split::PairingTracker pairing;
+    split::Responder responder;
+    uint32_t local_peer = 0;   ///< the peer its flow is carried to (Flow::peer)
+    uint32_t max_req_len = 0;  ///< the largest request seen (IP bytes)
+  };
+  struct EgressHalf {
+    split::Requester* requester = nullptr;  ///< requesters_[slot]
+    Translation* xlate = nullptr;           ///< one of xlates_ when MTUs differ
+    bool base_relayed = false;              ///< the ACK covering the passthrough part went through
+    PeerState* peer = nullptr;              ///< where the records come from
+    uint64_t stream = 0;
+    bool stalled = false;
+    uint32_t unasked = 0;       ///< packets sent since the last one with AckReq
+    uint32_t dead_min_psn = 0;  ///< dead: the remote requester's lowest PSN seen ...
+    uint8_t dead_min_seen = 0;  ///< ... how often (2: its oldest unacknowledged one)
+    bool dead_told = false;     ///< ... and a fatal NAK went to it
+  };
   struct SplitFlow {
     Role role = Role::kFree;
     FlowKey fwd;          ///< requester → responder (dest QP = responder's QP)
     uint32_t rev_qp = 0;  ///< the requester's QP (0: not yet known)
     uint32_t pmtu = 0;    ///< learnt from full-size packets (0: unknown)
     uint16_t udp_sport = 0;
-    uint8_t dscp_tos = 0;  ///< the requester's DSCP (<< 2): its ACKs/NAKs go in that class
-    split::PairingTracker pairing;
-    split::Responder responder;
-    std::unique_ptr<split::Requester> requester;
-    std::unique_ptr<Translation> xlate;  ///< egress: MTUs differ
-    bool base_relayed = false;  ///< egress: the ACK covering the passthrough part went through
-    PeerState* peer = nullptr;  ///< egress: where the records come from
-    uint64_t stream = 0;
-    bool stalled = false;
-    bool cm = false;            ///< paired from RDMA CM
-    uint32_t unasked = 0;       ///< egress: packets sent since the last one with AckReq
-    uint32_t local_peer = 0;    ///< ingress: the peer its flow is carried to (Flow::peer)
-    uint32_t max_req_len = 0;   ///< ingress: the largest request seen (IP bytes)
-    bool dead = false;          ///< failed by a peer restart (on_peer_restart)
+    uint8_t dscp_tos = 0;   ///< the requester's DSCP (<< 2): its ACKs/NAKs go in that class
+    bool cm = false;        ///< paired from RDMA CM
+    Flow* local = nullptr;  ///< the gateway's flow entry that holds this slot
+    TimePoint last_active;
+    // Failed by a peer restart (on_peer_restart): QP-failing requests go to
+    // a host, toward the WAN (ingress) or the local host (egress).
+    bool dead = false;
     bool poison_wan = false;    ///< its poison goes to the remote host (ingress) ...
     uint32_t poison_psn = 0;    ///< ... the next PSN to poison ...
     uint32_t poison_left = 0;   ///< ... and how many are left (going down) ...
@@ -240,15 +304,27 @@ class SplitEngine {
     uint32_t poison_top = 0;    ///< ... the range: from this PSN down ...
     uint32_t poison_count = 0;  ///< ... this many PSNs ...
     uint8_t poison_rounds = 0;  ///< ... and how many more times the whole range goes
-    uint32_t dead_min_psn = 0;  ///< dead egress: the remote requester's lowest PSN seen ...
-    uint8_t dead_min_seen = 0;  ///< ... how often (2: its oldest unacknowledged one)
-    bool dead_told = false;     ///< ... and a fatal NAK went to it
-    TimePoint last_active;
+    IngressHalf in;
+    EgressHalf out;
   };
 
-  SplitFlow* find(const FlowKey& k, bool reverse) noexcept;
-  SplitFlow* add(const FlowKey& fwd, Role role, TimePoint now) noexcept;
-  void index(uint32_t slot) noexcept;
+  // The table (split_engine.cc). find_fwd: the flow whose requester →
+  // responder key is `k`; find_rev: the flow whose answers' key is `k`.
+  SplitFlow* find_fwd(const FlowKey& k) noexcept;
+  SplitFlow* find_rev(const FlowKey& k) noexcept;
+  SplitFlow* slot_of(uint32_t handle) noexcept {
+    return handle == 0 ? nullptr : &flows_[handle - 1];
+  }
+  /// A free slot for `fwd` in `role`, held by the local flow entry `local`
+  /// (nullptr when it has no room; counted).
+  SplitFlow* add(const FlowKey& fwd, Role role, Flow* local, TimePoint now) noexcept;
+  /// Puts the flow's WAN-side key (egress: fwd; otherwise the answers' key,
+  /// once rev_qp is known) into the WAN index.
+  void index_wan(SplitFlow& sf) noexcept;
+  SplitFlow* find_wan(const FlowKey& k, bool answers) noexcept;
+  /// The egress flow whose records come on `peer`'s `stream`.
+  SplitFlow* find_stream(const PeerState* peer, uint64_t stream) noexcept;
+  static uint64_t stream_hash(const PeerState* peer, uint64_t stream) noexcept;
   void rebuild_index() noexcept;
   static FlowKey rev_key(const SplitFlow& sf);
 
@@ -298,7 +374,8 @@ class SplitEngine {
   void cm_pair(const split::CmConnection& c, bool active_local, TimePoint now) noexcept;
   /// Releases the flow(s) of the QP pair; returns how many.
   uint32_t release_key(const FlowKey& k) noexcept;
-  void release(SplitFlow& sf) noexcept;
+  /// Frees the slot and its flow entry's handle (`count`: as released).
+  void release(SplitFlow& sf, bool count = true) noexcept;
   /// The slots that may hold a flow: the per-packet and per-loop scans
   /// (timers, stalls, ACK pairing) touch these only, not all kMaxFlows.
   std::span<SplitFlow> active() noexcept { return {flows_.data(), high_}; }
@@ -320,13 +397,26 @@ class SplitEngine {
   /// Delivers (and acts on) the held DREQs whose wait is over.
   void release_held(TimePoint now) noexcept;
 
+  /// One of xlates_ for `sf` (false when all are in use).
+  bool take_translation(SplitFlow& sf) noexcept;
+
   SplitIo& io_;
   uint32_t local_mtu_;
   uint32_t local_pmtu_ = 0;
+  // Everything below is allocated at construction (start-up), none of it
+  // when a flow is paired or a packet passes (docs/split-mode.md "Scale").
   std::vector<SplitFlow> flows_;
-  static constexpr uint32_t kIndex = kMaxFlows * 4;
-  std::array<int32_t, kIndex> fwd_index_{};  ///< hash bucket → slot + 1
-  std::array<int32_t, kIndex> rev_index_{};
+  std::vector<uint32_t> free_;                ///< free slots of flows_ (a stack)
+  split::SlotPool pool_;                      ///< the packets egress flows hold
+  std::vector<split::Requester> requesters_;  ///< one per slot, over pool_
+  std::vector<Translation> xlates_;
+  std::vector<uint32_t> free_xlate_;
+  uint32_t index_size_;  ///< buckets of each WAN-side index: 4 per flow
+  /// WAN-side keys, hash bucket → slot + 1: requests from the peer (egress
+  /// flows by fwd) and answers from the peer (the others, by rev_key).
+  std::vector<int32_t> wan_req_index_;
+  std::vector<int32_t> wan_ans_index_;
+  std::vector<int32_t> stream_index_;  ///< egress flows by (peer, stream)
   uint32_t used_ = 0;
   uint32_t high_ = 0;  ///< 1 + the highest slot in use (add() takes the lowest free one)
   uint32_t tracking_ = 0;

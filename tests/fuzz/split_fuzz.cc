@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "split_engine.h"
+#include "tools/split_flows.h"
 
 namespace {
 
@@ -66,6 +67,11 @@ class FakeIo final : public gw::SplitIo {
     wan.push_back({peer, Buf(ip, ip + len)});
     return true;
   }
+  gw::Flow* find_flow(const gw::FlowKey& key) noexcept override { return flows.find(key); }
+  gw::Flow* open_flow(const gw::FlowKey& key, TimePoint now) noexcept override {
+    return flows.open(key, key.qp == kWitnessReqQp || key.qp == kWitnessRspQp ? 1 : 0, now);
+  }
+  rowan::test::SplitFlows flows{512};  // what the gateway's classifier keys
   struct Record {
     uint32_t peer;
     Buf bytes;
@@ -111,8 +117,11 @@ class Input {
 
 struct Sim {
   FakeIo ia, ib;
-  gw::SplitEngine ga{ia, 1500};
-  gw::SplitEngine gb{ib, 1500};
+  // Small engines (one pair per input): 64 flows, so inputs reach a full
+  // table; the smallest pool (one window); 8 translations.
+  static constexpr gw::SplitLimits kLimits{64, 0, 8};
+  gw::SplitEngine ga{ia, 1500, kLimits};
+  gw::SplitEngine gb{ib, 1500, kLimits};
   FakeClock clock;
   roce::IpAddr a_ip = roce::parse_ip_addr("198.18.1.10");
   roce::IpAddr b_ip = roce::parse_ip_addr("198.18.2.10");
@@ -121,22 +130,12 @@ struct Sim {
   gw::PeerState* peer(uint32_t i) {
     return reinterpret_cast<gw::PeerState*>(static_cast<void*>(&peer_tag[i & 1]));
   }
-  std::array<gw::Flow, 2> flow_a{}, flow_b{};  // per peer: what the classifier gives
   // The witness: host A sends one WRITE ONLY per step at its next PSN; host
   // B must see them without a gap, each with its own payload.
   uint32_t w_next = kWitnessPsn;  ///< host A's next PSN
   bool w_seen_any = false;
   uint32_t w_expected = kWitnessPsn;  ///< host B's next expected PSN
   uint32_t w_msn = 0;
-
-  Sim() {
-    for (uint32_t i = 0; i < 2; ++i) {
-      flow_a[i].peer = i;
-      flow_b[i].peer = i;
-      flow_a[i].stream = 10 + i;
-      flow_b[i].stream = 20 + i;
-    }
-  }
 
   static Buf witness_payload(uint32_t psn) {
     Buf b(32);
@@ -152,18 +151,20 @@ struct Sim {
     return p.bth.dest_qp == kWitnessReqQp || p.bth.dest_qp == kWitnessRspQp;
   }
 
-  void host_a_sends(const Buf& pkt, uint32_t peer_i) {
-    if (pkt.empty()) return;
-    if (!ga.on_local(flow_a[peer_i], true, pkt.data(), static_cast<uint32_t>(pkt.size()),
-                     clock.now())) {
-      ia.wan.push_back({peer_i, pkt});  // passthrough
+  // A host's packet goes to its flow (a new one on peer `peer_i`), as the
+  // gateway classifies it; what the engine does not take goes in
+  // passthrough on the flow's peer (what does not parse as RoCEv2, on
+  // `peer_i`: the engine never sees it).
+  void host_a_sends(const Buf& pkt, uint32_t peer_i) { host_sends(ia, ga, pkt, peer_i); }
+  void host_b_sends(const Buf& pkt, uint32_t peer_i) { host_sends(ib, gb, pkt, peer_i); }
+  void host_sends(FakeIo& io, gw::SplitEngine& g, const Buf& pkt, uint32_t peer_i) {
+    gw::Flow* f = io.flows.classify({pkt.data(), pkt.size()}, peer_i, clock.now());
+    if (f == nullptr) {
+      io.wan.push_back({peer_i, pkt});
+      return;
     }
-  }
-  void host_b_sends(const Buf& pkt, uint32_t peer_i) {
-    if (pkt.empty()) return;
-    if (!gb.on_local(flow_b[peer_i], true, pkt.data(), static_cast<uint32_t>(pkt.size()),
-                     clock.now())) {
-      ib.wan.push_back({peer_i, pkt});
+    if (!g.on_local(*f, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock.now())) {
+      io.wan.push_back({f->peer, pkt});  // passthrough
     }
   }
   /// A bare IP RC packet of the witness flow.

@@ -97,7 +97,10 @@ enum class CmEvent : uint8_t {
 
 class CmTracker {
  public:
-  static constexpr uint32_t kConns = 256;
+  /// Connections followed at once: as many as split flows (the engine's
+  /// 4,096). Lookups scan them (a few µs per CM MAD at 4,096; MADs come per
+  /// connection set-up and teardown, never per data packet).
+  static constexpr uint32_t kConns = 4096;
 
   /// A CM MAD `m` seen at `now` (in either direction). `user`: stored with a
   /// new connection (REQ) and OR-ed into it on later messages. On kPaired

@@ -9,18 +9,66 @@ using roce::psn_add;
 using roce::psn_diff;
 using roce::psn_lt;
 
+SlotPool::SlotPool(uint32_t slots, uint32_t slot_bytes)
+    : slot_bytes_(slot_bytes),
+      entries_(slots),
+      storage_(new uint8_t[static_cast<size_t>(slots) * slot_bytes]) {
+  free_.reserve(slots);
+  for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
+}
+
+uint32_t SlotPool::take() noexcept {
+  if (free_.empty()) {
+    ++exhausted_;
+    return kNone;
+  }
+  const uint32_t s = free_.back();
+  free_.pop_back();
+  return s;
+}
+
 Requester::Requester(const RequesterConfig& cfg)
     : cfg_(cfg),
       slots_(std::max<uint32_t>(cfg.slots, 1)),
-      entries_(slots_),
-      storage_(static_cast<size_t>(slots_) * cfg.slot_bytes),
+      own_(std::make_unique<SlotPool>(slots_, cfg.slot_bytes)),
+      pool_(own_.get()),
+      ring_(slots_),
       rto_base_(first_rto()),
       rto_cur_(first_rto()) {}
 
+Requester::Requester(const RequesterConfig& cfg, SlotPool& pool)
+    : cfg_(cfg),
+      slots_(std::max<uint32_t>(cfg.slots, 1)),
+      pool_(&pool),
+      ring_(slots_),
+      rto_base_(first_rto()),
+      rto_cur_(first_rto()) {
+  cfg_.slot_bytes = pool.slot_bytes();
+}
+
+void Requester::configure(const RequesterConfig& cfg) noexcept {
+  clear();
+  const uint32_t slot_bytes = pool_->slot_bytes();
+  cfg_ = cfg;
+  cfg_.slot_bytes = slot_bytes;
+  slots_ = std::clamp<uint32_t>(cfg.slots, 1, static_cast<uint32_t>(ring_.size()));
+  cfg_.slots = slots_;
+  stats_ = RequesterStats{};
+  started_ = false;
+  failed_ = false;
+  rto_base_ = rto_cur_ = first_rto();
+}
+
+void Requester::clear() noexcept {
+  for (uint32_t i = 0; i < count_; ++i) pool_->give(slot(i));
+  head_ = count_ = send_ = 0;
+  bytes_ = 0;
+}
+
 void Requester::start(uint32_t next_psn) noexcept {
+  clear();
   started_ = true;
   failed_ = false;
-  head_ = count_ = send_ = 0;
   bytes_ = 0;
   start_psn_ = next_psn_ = next_psn & roce::kPsnMask;
   retries_ = 0;
@@ -37,16 +85,17 @@ PushResult Requester::push(std::span<const uint8_t> pkt, uint8_t opcode, uint32_
   if (started_ && psn_lt(psn, next_psn_)) return PushResult::kDuplicate;
   if (pkt.size() > cfg_.slot_bytes) return PushResult::kTooLarge;
   if (count_ == slots_) return PushResult::kFull;
-  const uint32_t slot = (head_ + count_) % slots_;
-  Entry& e = entries_[slot];
+  const uint32_t s = pool_->take();
+  if (s == SlotPool::kNone) return PushResult::kFull;
+  ring_[(head_ + count_) % slots_] = s;
+  Entry& e = pool_->entries_[s];
   e.psn = psn;
   e.span = psn_span(opcode, dma_len, cfg_.pmtu);
   e.len = static_cast<uint32_t>(pkt.size());
   e.opcode = opcode;
   e.sent = false;
   e.retransmitted = false;
-  std::memcpy(storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, pkt.data(),
-              pkt.size());
+  std::memcpy(pool_->bytes(s), pkt.data(), pkt.size());
   ++count_;
   bytes_ += e.len;
   next_psn_ = psn_add(psn, e.span);
@@ -60,8 +109,8 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
   const bool probe = probe_ && count_ > 0 && send_ > 0;
   probe_ = false;
   if (!probe && (send_ >= count_ || send_ >= cfg_.max_inflight)) return false;
-  const uint32_t slot = (head_ + (probe ? 0 : send_)) % slots_;
-  Entry& e = entries_[slot];
+  const uint32_t s = slot(probe ? 0 : send_);
+  Entry& e = pool_->entries_[s];
   if (e.sent) {
     ++stats_.retransmitted;
     e.retransmitted = true;
@@ -75,7 +124,7 @@ bool Requester::next_transmit(TimePoint now, std::span<const uint8_t>* pkt) noex
     timer_ = now + rto_cur_;
     if (retries_ == 0) waiting_since_ = now;
   }
-  *pkt = {storage_.data() + static_cast<size_t>(slot) * cfg_.slot_bytes, e.len};
+  *pkt = {pool_->bytes(s), e.len};
   return true;
 }
 
@@ -95,6 +144,7 @@ bool Requester::free_through(uint32_t psn, bool inclusive, TimePoint now) noexce
       sampled = true;
     }
     bytes_ -= e.len;
+    pool_->give(slot(0));
     head_ = (head_ + 1) % slots_;
     --count_;
     if (send_ > 0) --send_;

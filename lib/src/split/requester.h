@@ -25,13 +25,18 @@
 // ≤ p. READ responses and atomic ACKs acknowledge what came before them. A
 // READ request consumes one PSN per response packet (its span).
 //
-// Memory: `slots` fixed-size slots of `slot_bytes`, allocated once at
-// construction (when the flow is paired); nothing per packet. Times are
-// passed in. Single-threaded: the packet lcore only.
+// Memory: the packets held are in a SlotPool (fixed-size slots, allocated
+// once). A split engine gives all its requesters one pool sized at start-up,
+// so memory follows the packets held, not the flows; a Requester built
+// without one owns a pool of `slots` slots. Its own window is a ring of
+// `slots` slot numbers (4 bytes each), allocated at construction; start(),
+// configure() and clear() reuse it. Nothing is allocated per packet or per
+// flow start. Times are passed in. Single-threaded: the packet lcore only.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -71,10 +76,51 @@ struct RequesterConfig {
                                 ///< send 2-3 times as many ACKs.
 };
 
+/// Packet slots for requesters: `slots` of `slot_bytes`, each with its
+/// packet's record, all allocated at construction. Single-threaded.
+class SlotPool {
+ public:
+  SlotPool(uint32_t slots, uint32_t slot_bytes);
+  uint32_t capacity() const { return static_cast<uint32_t>(entries_.size()); }
+  uint32_t available() const { return static_cast<uint32_t>(free_.size()); }
+  uint32_t slot_bytes() const { return slot_bytes_; }
+  /// Pushes that found no free slot (their requester's window had room).
+  uint64_t exhausted() const { return exhausted_; }
+  /// Bytes allocated (records, packet bytes, free list).
+  uint64_t memory_bytes() const {
+    return uint64_t{capacity()} * (sizeof(Entry) + slot_bytes_ + sizeof(uint32_t));
+  }
+
+ private:
+  friend class Requester;
+  struct Entry {
+    uint32_t psn = 0;
+    uint32_t span = 1;
+    uint32_t len = 0;
+    uint8_t opcode = 0;
+    bool sent = false;  ///< transmitted at least once
+    bool retransmitted = false;
+    TimePoint sent_at;  ///< last transmission
+  };
+  static constexpr uint32_t kNone = UINT32_MAX;
+  uint32_t take() noexcept;
+  void give(uint32_t slot) noexcept { free_.push_back(slot); }  // never past capacity
+  uint8_t* bytes(uint32_t slot) noexcept {
+    return storage_.get() + static_cast<size_t>(slot) * slot_bytes_;
+  }
+  uint32_t slot_bytes_;
+  std::vector<Entry> entries_;
+  /// Left uninitialized: the kernel backs its pages once packets use them,
+  /// so a large pool costs address space at start-up, memory as it fills.
+  std::unique_ptr<uint8_t[]> storage_;
+  std::vector<uint32_t> free_;  ///< a stack; reserved for every slot
+  uint64_t exhausted_ = 0;
+};
+
 enum class PushResult : uint8_t {
   kStored,     ///< held; next_transmit() hands it out
   kDuplicate,  ///< PSN before the window: deliver it as it is, do not hold it
-  kFull,       ///< no slot: try again after ACKs
+  kFull,       ///< no slot (its window, or the shared pool): try again after ACKs
   kTooLarge,   ///< larger than a slot
 };
 
@@ -97,10 +143,21 @@ struct RequesterStats {
 
 class Requester {
  public:
+  /// With a pool of its own (`cfg.slots` slots of `cfg.slot_bytes`).
   explicit Requester(const RequesterConfig& cfg = {});
+  /// Holding its packets in `pool` (which outlives it; `cfg.slot_bytes` is
+  /// the pool's).
+  Requester(const RequesterConfig& cfg, SlotPool& pool);
 
-  /// Starts the window at `next_psn`, the first PSN this side will own.
+  /// Takes a new configuration for the next start() (at most the window
+  /// it was built with; a control-path step when a flow is paired, no
+  /// allocation). Gives back what it held.
+  void configure(const RequesterConfig& cfg) noexcept;
+  /// Starts the window at `next_psn`, the first PSN this side will own
+  /// (gives back what it held).
   void start(uint32_t next_psn) noexcept;
+  /// Gives every held packet back to the pool (the flow is released).
+  void clear() noexcept;
 
   /// A request packet (`opcode`, `psn`, READ `dma_len`) from the peer
   /// gateway, in PSN order.
@@ -127,7 +184,13 @@ class Requester {
   /// The path MTU toward the remote host (READ spans), once learnt.
   void set_pmtu(uint32_t pmtu) noexcept { cfg_.pmtu = pmtu; }
 
-  bool full() const { return count_ == slots_; }
+  bool full() const { return count_ == slots_ || pool_->available() == 0; }
+  /// Bytes it allocated itself (its window's ring, and its own pool if any).
+  uint64_t memory_bytes() const {
+    return ring_.size() * sizeof(uint32_t) + (own_ ? own_->memory_bytes() : 0);
+  }
+  /// Whether `n` more packets fit (window and pool).
+  bool room_for(uint32_t n) const { return count_ + n <= slots_ && pool_->available() >= n; }
   uint32_t in_window() const { return count_; }
   /// Packets sent and not yet acknowledged (of at most `max_inflight`).
   uint32_t in_flight() const { return send_; }
@@ -158,17 +221,10 @@ class Requester {
   const RequesterStats& stats() const { return stats_; }
 
  private:
-  struct Entry {
-    uint32_t psn = 0;
-    uint32_t span = 1;
-    uint32_t len = 0;
-    uint8_t opcode = 0;
-    bool sent = false;  ///< transmitted at least once
-    bool retransmitted = false;
-    TimePoint sent_at;  ///< last transmission
-  };
-  Entry& at(uint32_t i) { return entries_[(head_ + i) % slots_]; }
-  const Entry& at(uint32_t i) const { return entries_[(head_ + i) % slots_]; }
+  using Entry = SlotPool::Entry;
+  uint32_t slot(uint32_t i) const { return ring_[(head_ + i) % slots_]; }
+  Entry& at(uint32_t i) { return pool_->entries_[slot(i)]; }
+  const Entry& at(uint32_t i) const { return pool_->entries_[slot(i)]; }
   uint32_t last_psn(const Entry& e) const { return roce::psn_add(e.psn, e.span - 1); }
   /// Frees entries whose last PSN is before (`inclusive`: up to) `psn`.
   bool free_through(uint32_t psn, bool inclusive, TimePoint now) noexcept;
@@ -177,8 +233,9 @@ class Requester {
 
   RequesterConfig cfg_;
   uint32_t slots_;
-  std::vector<Entry> entries_;
-  std::vector<uint8_t> storage_;
+  std::unique_ptr<SlotPool> own_;  ///< built without a shared pool
+  SlotPool* pool_;
+  std::vector<uint32_t> ring_;  ///< the window: pool slots, from head_
   uint32_t head_ = 0;
   uint32_t count_ = 0;
   uint32_t send_ = 0;  ///< index (from head) of the next entry to transmit

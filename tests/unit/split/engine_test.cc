@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tools/fake_clock.h"
+#include "tools/split_flows.h"
 
 namespace rowan::gw {
 namespace {
@@ -38,6 +39,11 @@ class FakeIo final : public SplitIo {
     wan.emplace_back(ip, ip + len);
     return true;
   }
+  Flow* find_flow(const FlowKey& key) noexcept override { return flows.find(key); }
+  Flow* open_flow(const FlowKey& key, TimePoint now) noexcept override {
+    return flows.open(key, 0, now);
+  }
+  test::SplitFlows flows{64};
   std::vector<Bytes> wan, local;
   bool room = true;
   bool over = false;
@@ -56,8 +62,12 @@ class EngineTest : public ::testing::Test {
   EngineTest() {
     a_ip_ = roce::parse_ip_addr("198.18.1.10");
     b_ip_ = roce::parse_ip_addr("198.18.2.10");
-    fwd_.stream = 7;
-    rev_.stream = 9;
+    // The classifier's flows: host A's requests at gateway A, host B's
+    // answers at gateway B.
+    fwd_ = ia_.flows.open(test::SplitFlows::roce_key(a_ip_, b_ip_, kRspQp), 0, clock_.now());
+    rev_ = ib_.flows.open(test::SplitFlows::roce_key(b_ip_, a_ip_, kReqQp), 0, clock_.now());
+    fwd_->stream = 7;
+    rev_->stream = 9;
   }
   /// A request from host A (toward B's responder QP).
   Bytes request(uint8_t opcode, uint32_t psn, bool ack_req) {
@@ -113,27 +123,18 @@ class EngineTest : public ::testing::Test {
   }
   /// An ACK/NAK from host B (toward A's requester QP).
   Bytes aeth(uint8_t syndrome, uint32_t psn, uint32_t msn) {
-    roce::FrameSpec s;
-    s.with_eth = false;
-    s.src = b_ip_;
-    s.dst = a_ip_;
-    s.bth.opcode = op::kRcAck;
-    s.bth.dest_qp = kReqQp;
-    s.bth.psn = psn & roce::kPsnMask;
-    s.aeth.syndrome = syndrome;
-    s.aeth.msn = msn;
     Bytes buf(128);
-    buf.resize(roce::build(s, buf));
+    buf.resize(roce::build(test::aeth_spec(b_ip_, a_ip_, kReqQp, psn, syndrome, msn), buf));
     return buf;
   }
   // Host A sends: gateway A sees it; in passthrough the test carries it to B.
   bool a_sends(const Bytes& pkt) {
-    return ga_.on_local(fwd_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now());
+    return ga_.on_local(*fwd_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now());
   }
   // Records gateway A carried reach gateway B (and, when B lets them pass, host B).
   void carry_a_to_b() {
     for (const Bytes& r : ia_.wan) {
-      if (!gb_.on_wan(nullptr, fwd_.stream, r.data(), static_cast<uint32_t>(r.size()),
+      if (!gb_.on_wan(nullptr, fwd_->stream, r.data(), static_cast<uint32_t>(r.size()),
                       clock_.now())) {
         ib_.local.push_back(r);
       }
@@ -142,7 +143,7 @@ class EngineTest : public ::testing::Test {
   }
   // Host B answers: true when gateway B consumed it, else it goes to gateway A.
   bool b_sends(const Bytes& pkt) {
-    if (gb_.on_local(rev_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now())) {
+    if (gb_.on_local(*rev_, true, pkt.data(), static_cast<uint32_t>(pkt.size()), clock_.now())) {
       return true;
     }
     ib_.wan.push_back(pkt);
@@ -150,7 +151,7 @@ class EngineTest : public ::testing::Test {
   }
   void carry_b_to_a() {
     for (const Bytes& r : ib_.wan) {
-      if (!ga_.on_wan(nullptr, rev_.stream, r.data(), static_cast<uint32_t>(r.size()),
+      if (!ga_.on_wan(nullptr, rev_->stream, r.data(), static_cast<uint32_t>(r.size()),
                       clock_.now())) {
         ia_.local.push_back(r);
       }
@@ -263,7 +264,9 @@ class EngineTest : public ::testing::Test {
   FakeIo ia_, ib_;
   SplitEngine ga_{ia_, 1500};
   SplitEngine gb_{ib_, 1500};
-  Flow fwd_, rev_, cm_flow_;
+  Flow* fwd_ = nullptr;
+  Flow* rev_ = nullptr;
+  Flow cm_flow_;
   std::vector<Bytes> mads_at_b_;
 };
 
@@ -760,7 +763,7 @@ TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   ASSERT_EQ(ia_.local.size(), 1U);
   ia_.local.clear();
   ia_.wan.clear();  // what the dead gateway B had: lost
-  ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
+  ga_.on_peer_restart(nullptr, fwd_->peer, clock_.now());
   ASSERT_EQ(ia_.local.size(), 1U);
   const roce::RocePacket nak = parse(ia_.local[0]);
   EXPECT_EQ(nak.bth.opcode, op::kRcAck);
@@ -794,7 +797,7 @@ TEST_F(EngineTest, PeerRestartFailsTheIngressFlowBothWays) {
   EXPECT_EQ(ga_.stats().restart_failed, 1U);
   EXPECT_EQ(ga_.stats().restart_naks, 1U);
   // Host B's answers to the poison are not the requester's business.
-  EXPECT_TRUE(ga_.on_wan(nullptr, rev_.stream, aeth(0x1F, kPsn + 1, 6).data(),
+  EXPECT_TRUE(ga_.on_wan(nullptr, rev_->stream, aeth(0x1F, kPsn + 1, 6).data(),
                          static_cast<uint32_t>(aeth(0x1F, kPsn + 1, 6).size()), clock_.now()));
   EXPECT_EQ(ga_.stats().dead_dropped, 1U);
   // A later request is NAKed, not carried.
@@ -855,7 +858,7 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
   auto late = [&](uint32_t psn) {
     const Bytes r = request(op::kRcWriteOnly, psn, true);
     EXPECT_TRUE(
-        gb_.on_wan(nullptr, fwd_.stream, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
+        gb_.on_wan(nullptr, fwd_->stream, r.data(), static_cast<uint32_t>(r.size()), clock_.now()));
   };
   late(kPsn + 7);  // a burst seen from its middle
   late(kPsn + 8);
@@ -880,12 +883,12 @@ TEST_F(EngineTest, PeerRestartFailsTheEgressFlowAndItsHost) {
 // Flows through another peer, and tracked (passthrough) flows, are untouched.
 TEST_F(EngineTest, PeerRestartLeavesOtherPeersAndPassthroughFlows) {
   EXPECT_FALSE(a_sends(request(op::kRcSendOnly, kPsn, true)));  // tracked only
-  ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
+  ga_.on_peer_restart(nullptr, fwd_->peer, clock_.now());
   EXPECT_EQ(ga_.stats().restart_failed, 0U);
   EXPECT_TRUE(ia_.local.empty());
   ia_.wan.clear();
   pair();
-  ga_.on_peer_restart(nullptr, fwd_.peer + 1, clock_.now());  // another peer
+  ga_.on_peer_restart(nullptr, fwd_->peer + 1, clock_.now());  // another peer
   EXPECT_EQ(ga_.stats().restart_failed, 0U);
   EXPECT_EQ(ga_.stats().peer_restarts, 2U);
   ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
@@ -901,7 +904,7 @@ TEST_F(EngineTest, PeerRestartPacesTheQpFailingRequests) {
     ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + i, true)));
   ia_.wan.clear();
   ia_.local.clear();
-  ga_.on_peer_restart(nullptr, fwd_.peer, clock_.now());
+  ga_.on_peer_restart(nullptr, fwd_->peer, clock_.now());
   EXPECT_EQ(ia_.wan.size(), 32U);                                      // 16 PSNs, two requests each
   EXPECT_EQ(parse(ia_.wan.front()).bth.psn, roce::psn_add(kPsn, 41));  // the next expected
   EXPECT_EQ(ga_.next_timeout(), clock_.now() + Duration::from_ms(2));
