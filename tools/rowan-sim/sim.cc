@@ -144,6 +144,12 @@ struct Flow {
   uint64_t verify_errors = 0;
   std::vector<double> recent;  // throughput of the last samples (bit/s)
   double converge_s = -1;
+  // Request-response.
+  uint64_t rr_request_end = 0;  // stream offset where the current request ends
+  uint64_t rr_answered = 0;     // responses the receiver wrote
+  uint64_t rr_resp_read = 0;    // response bytes the sender read
+  TimePoint rr_started;
+  uint64_t messages = 0;
 };
 
 class Simulation {
@@ -153,6 +159,8 @@ class Simulation {
     if (s.rtt.ns() <= 0) throw std::invalid_argument("rtt must be > 0");
     if (s.flows < 1 || s.flows > 10000) throw std::invalid_argument("flows must be 1..10000");
     if (s.duration.ns() <= 0) throw std::invalid_argument("duration must be > 0");
+    if (s.rr_request > 0 && (s.rr_response < 1 || s.rr_response > 65536))
+      throw std::invalid_argument("rr response must be 1..65536 bytes");
     if (s.loss < 0 || s.loss >= 1) throw std::invalid_argument("loss must be in [0, 1)");
     rate_ = s.rate;
     mss_ = s.mss != 0 ? s.mss : (s.rate >= BitsPerSec::from_gbps(1) ? 9000 : 1500);
@@ -189,7 +197,7 @@ class Simulation {
       if (series_ == nullptr) throw std::invalid_argument("cannot write " + s.series_path);
       fmt::print(series_, "time_s,flow,goodput_bps,cwnd_bytes,srtt_s,queue_delay_s,capacity_bps\n");
     }
-    if (s.verify) scratch_.resize(1 << 16);
+    if (s.verify || s.rr_request > 0) scratch_.resize(1 << 16);
   }
   ~Simulation() {
     if (series_ != nullptr) std::fclose(series_);
@@ -252,8 +260,15 @@ class Simulation {
   std::vector<uint8_t> scratch_;
   FILE* series_ = nullptr;
 
+  void rr_next(Flow& f);
+  void rr_answer(Flow& f);
+  void rr_read_answer(Flow& f);
+
   // Measurements.
   Histogram qdelay_;
+  Histogram rr_ns_;
+  double rr_sum_s_ = 0;
+  int64_t rr_max_ns_ = 0;
   double qdelay_sum_interval_ = 0;
   uint64_t qdelay_n_interval_ = 0;
   uint64_t wire_bytes_delivered_ = 0;  // after warmup, not randomly lost
@@ -319,11 +334,52 @@ void Simulation::start_flow(Flow& f) {
   c.timer_granularity = std::min(Duration::from_us(100), f.rtt / 4);
   c.integrity_check = s_.verify;
   c.elide_payload = !s_.verify;
+  c.fec.mode = s_.fec;
   f.snd.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
   f.rcv.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
   f.started = true;
   f.app_window = 10ULL * 1448;
+  if (s_.rr_request > 0) rr_next(f);
   service(f.snd);
+}
+
+void Simulation::rr_next(Flow& f) {
+  f.rr_request_end += s_.rr_request;
+  f.rr_started = clock_.t;
+}
+
+void Simulation::rr_answer(Flow& f) {
+  // The receiving application has the whole request: it answers.
+  while (f.rx_bytes >= (f.rr_answered + 1) * s_.rr_request) {
+    const size_t w = f.rcv.conn->write(kStream, s_.verify ? scratch_.data() : nullptr,
+                                       static_cast<size_t>(s_.rr_response), false, clock_.t);
+    if (w < s_.rr_response) break;  // the response buffer is far larger than one answer
+    ++f.rr_answered;
+  }
+}
+
+void Simulation::rr_read_answer(Flow& f) {
+  transport::Connection& conn = *f.snd.conn;
+  uint64_t id;
+  while (conn.next_readable(&id)) {
+    for (;;) {
+      bool fin = false;
+      const size_t n = conn.read(id, s_.verify ? scratch_.data() : nullptr,
+                                 s_.verify ? scratch_.size() : SIZE_MAX, &fin, clock_.t);
+      if (n == 0) break;
+      f.rr_resp_read += n;
+    }
+  }
+  while (f.rr_resp_read >= (f.messages + 1) * s_.rr_response) {
+    ++f.messages;
+    const Duration took = clock_.t - f.rr_started;
+    if (f.rr_started >= warmup_) {
+      rr_ns_.add(took.ns());
+      rr_sum_s_ += took.seconds();
+      rr_max_ns_ = std::max(rr_max_ns_, took.ns());
+    }
+    rr_next(f);
+  }
 }
 
 void Simulation::service(Endpoint& ep) {
@@ -340,6 +396,9 @@ void Simulation::service(Endpoint& ep) {
       if (s_.tcp_source) {
         const uint64_t outstanding = f.tx_written - f.rx_bytes;
         room = std::min<Bytes>(room, f.app_window > outstanding ? f.app_window - outstanding : 0);
+      }
+      if (s_.rr_request > 0) {
+        room = std::min<Bytes>(room, f.rr_request_end - f.tx_written);
       }
       if (s_.verify) {
         while (room > 0) {
@@ -418,6 +477,9 @@ void Simulation::deliver(Flow& f, bool forward) {
         if (now >= all_from_) f.rx_after_all += n;
       }
     }
+    if (s_.rr_request > 0) rr_answer(f);
+  } else if (s_.rr_request > 0) {
+    rr_read_answer(f);
   }
   service(dst);
   if (!pipe.empty()) push(pipe.head_time(), kPipe, static_cast<uint32_t>(f.id), forward ? 1 : 0);
@@ -537,6 +599,20 @@ Result Simulation::run() {
       fr.spurious = st.spurious_losses;
       retx += st.retransmitted_bytes;
       sent += st.stream_bytes_sent;
+      fr.repair_packets = st.fec_repair_sent;
+      fr.repair_bytes = st.fec_repair_bytes;
+      fr.wire_bytes = st.bytes_sent;
+      fr.retx_packets = st.retransmitted_packets;
+      fr.recovered = f.rcv.conn->stats().fec_recovered;
+      fr.unrecoverable = f.rcv.conn->stats().fec_unrecoverable;
+      fr.ptos = st.ptos;
+      r.unrecoverable += fr.unrecoverable;
+      fr.messages = f.messages;
+      r.repair_packets += fr.repair_packets;
+      r.repair_bytes += fr.repair_bytes;
+      r.wire_bytes += fr.wire_bytes;
+      r.retx_packets += fr.retx_packets;
+      r.recovered += fr.recovered;
       if (all_window > 0) {
         const double x = static_cast<double>(f.rx_after_all) * 8 / all_window;
         sum += x;
@@ -553,6 +629,14 @@ Result Simulation::run() {
   r.queue_delay_p50_s = qdelay_.quantile(0.50) * 1e-9;
   r.queue_delay_p95_s = qdelay_.quantile(0.95) * 1e-9;
   r.queue_delay_p99_s = qdelay_.quantile(0.99) * 1e-9;
+  r.messages = rr_ns_.count();
+  if (r.messages > 0) {
+    r.rr_mean_s = rr_sum_s_ / static_cast<double>(r.messages);
+    r.rr_p50_s = rr_ns_.quantile(0.50) * 1e-9;
+    r.rr_p99_s = rr_ns_.quantile(0.99) * 1e-9;
+    r.rr_p999_s = rr_ns_.quantile(0.999) * 1e-9;
+    r.rr_max_s = static_cast<double>(rr_max_ns_) * 1e-9;
+  }
   r.tail_drops = tail_drops_;
   r.random_drops = random_drops_;
   r.packets = packets_;
@@ -588,6 +672,26 @@ std::string to_json(const Scenario& s, const Result& r) {
   j["host_offset_s"] = s.host_offset.seconds();
   j["rx_stamps"] = s.rx_stamps;
   j["tcp_source"] = s.tcp_source;
+  j["fec"] = s.fec == transport::FecMode::kOff ? "off" : "adaptive";
+  j["repair_packets"] = r.repair_packets;
+  j["repair_bytes"] = r.repair_bytes;
+  j["wire_bytes"] = r.wire_bytes;
+  j["repair_overhead"] =
+      r.wire_bytes > r.repair_bytes
+          ? static_cast<double>(r.repair_bytes) / static_cast<double>(r.wire_bytes - r.repair_bytes)
+          : 0.0;
+  j["recovered_packets"] = r.recovered;
+  j["retransmitted_packets"] = r.retx_packets;
+  j["unrecoverable_blocks"] = r.unrecoverable;
+  if (s.rr_request > 0) {
+    j["rr_request_bytes"] = s.rr_request;
+    j["messages"] = r.messages;
+    j["rr_mean_s"] = r.rr_mean_s;
+    j["rr_p50_s"] = r.rr_p50_s;
+    j["rr_p99_s"] = r.rr_p99_s;
+    j["rr_p999_s"] = r.rr_p999_s;
+    j["rr_max_s"] = r.rr_max_s;
+  }
   j["tail_drops"] = r.tail_drops;
   j["random_drops"] = r.random_drops;
   j["packets"] = r.packets;
@@ -607,6 +711,9 @@ std::string to_json(const Scenario& s, const Result& r) {
     o["lost_packets"] = f.lost_packets;
     o["rtos"] = f.rtos;
     o["spurious_losses"] = f.spurious;
+    o["ptos"] = f.ptos;
+    o["repair_packets"] = f.repair_packets;
+    o["recovered_packets"] = f.recovered;
     if (f.converge_s >= 0) {
       o["converge_s"] = f.converge_s;
     } else {

@@ -85,6 +85,13 @@ double LossMeter::loss_rate() const noexcept {
   return std::min(1.0, static_cast<double>(lost_[0] + lost_[1]) / static_cast<double>(s));
 }
 
+double LossMeter::planning_loss_rate() const noexcept {
+  const uint64_t s = sent_[0] + sent_[1];
+  const double lost = static_cast<double>(lost_[0] + lost_[1]);
+  if (s == 0 || lost == 0) return 0;
+  return std::min(1.0, (lost + 2 * std::sqrt(lost)) / static_cast<double>(s));
+}
+
 double LossMeter::mean_burst() const noexcept {
   const uint64_t b = bursts_[0] + bursts_[1];
   if (b == 0) return 1;

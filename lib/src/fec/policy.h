@@ -75,6 +75,11 @@ class LossMeter {
   /// 2 above it) continues a burst.
   void on_lost(uint64_t pn) noexcept;
   double loss_rate() const noexcept;
+  /// What the policy plans for: the loss rate plus two standard deviations
+  /// of its count (lost + 2√lost, over sent), so that a window that happened
+  /// to see few losses does not pick a code too weak for the path; zero
+  /// while nothing was lost.
+  double planning_loss_rate() const noexcept;
   double mean_burst() const noexcept;
   uint64_t sent() const noexcept { return sent_[0] + sent_[1]; }
 

@@ -63,7 +63,10 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
                             config.chunk_size) +
                      2 * config.max_streams,
                  !config.elide_payload),
-      rate_(now) {
+      rate_(now),
+      fec_(config.fec, (config.max_datagram > wire::kOverhead + 64 ? config.max_datagram
+                                                                    : wire::kOverhead + 64) -
+                           wire::kOverhead) {
   if (cfg_.max_datagram < wire::kOverhead + 64) cfg_.max_datagram = wire::kOverhead + 64;
   if (cfg_.ack_every == 0) cfg_.ack_every = 1;
   if (cfg_.packet_threshold == 0) cfg_.packet_threshold = 1;
@@ -229,7 +232,29 @@ void Connection::ping() noexcept {
 
 struct Connection::Validator {
   Connection& c;
+  bool recovered = false;  // a packet rebuilt from repair symbols: no FEC frames in it
   bool ack_eliciting = false;
+  bool has_source = false;
+  uint8_t source_index = 0;
+  uint32_t source_block = 0;
+  size_t source_pos = 0;  // the FEC_SOURCE frame's offset: the symbol is the frames before it
+  bool has_repair = false;
+  wire::RepairFrame repair{};
+  bool on_fec_source(uint32_t block, uint8_t index, size_t pos) {
+    if (recovered || has_source) return false;
+    has_source = true;
+    source_block = block;
+    source_index = index;
+    source_pos = pos;
+    return true;
+  }
+  bool on_repair(const wire::RepairFrame& r) {
+    if (recovered || has_repair) return false;
+    has_repair = true;
+    repair = r;
+    ack_eliciting = true;
+    return true;
+  }
   bool on_ping() {
     ack_eliciting = true;
     return true;
@@ -260,9 +285,11 @@ struct Connection::Validator {
 struct Connection::Applier {
   Connection& c;
   TimePoint now;
+  bool skip_acks = false;  // a rebuilt packet's ACK is old news (later ACKs carry it)
   bool on_ping() { return true; }
   wire::AckFrame& ack_scratch() { return c.ack_scratch_; }
   bool on_ack(const wire::AckFrame& a) {
+    if (skip_acks) return true;
     c.apply_ack(a, now);
     return true;
   }
@@ -347,6 +374,45 @@ void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimeP
   wire::parse_frames(frames, flen, elided, a);
   if (ecn == io::Ecn::kCe) ++ce_received_;
   record_received_pn(pn, v.ack_eliciting, now);
+  if (!fec_.enabled()) return;  // a peer's FEC frames are harmless: nothing is kept
+  if (v.has_source) {
+    on_fec_status(fec_.on_source(v.source_block, v.source_index, pn, frames, v.source_pos), now);
+  }
+  if (v.has_repair) {
+    ++stats_.fec_repair_received;
+    on_fec_status(fec_.on_repair(v.repair), now);
+  }
+}
+
+void Connection::on_fec_status(fec::Status st, TimePoint now) noexcept {
+  if (st == fec::Status::kInvalid) ++stats_.fec_drop_invalid;
+  if (st != fec::Status::kRecovered) return;
+  for (int i = 0; i < fec_.recovered_count(); ++i) apply_recovered(fec_.recovered(i), now);
+}
+
+void Connection::apply_recovered(std::span<const uint8_t> packet, TimePoint now) noexcept {
+  // A rebuilt packet: its packet number, then its frames. It is checked and
+  // applied as a received one would be, and acknowledged, so the sender
+  // does not resend it.
+  if (packet.size() < 8) {
+    ++stats_.fec_drop_invalid;
+    return;
+  }
+  const uint64_t pn = wire::get_u64(packet.data());
+  if ((any_received_ && pn < recv_floor_) || recv_pns_.contains(pn)) return;  // it came after all
+  const uint8_t* frames = packet.data() + 8;
+  const size_t flen = packet.size() - 8;
+  Validator v{*this};
+  v.recovered = true;
+  if (!wire::parse_frames(frames, flen, cfg_.elide_payload, v)) {
+    ++stats_.fec_drop_invalid;
+    return;
+  }
+  Applier a{*this, now};
+  a.skip_acks = true;
+  wire::parse_frames(frames, flen, cfg_.elide_payload, a);
+  record_received_pn(pn, v.ack_eliciting, now);
+  ++stats_.fec_recovered;
 }
 
 void Connection::record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint now) {
@@ -441,6 +507,9 @@ const ConnStats& Connection::stats() noexcept {
   stats_.send_buffer_used = send_pool_.bytes_in_use();
   stats_.recv_buffer_capacity = recv_pool_.capacity_bytes();
   stats_.recv_buffer_used = recv_pool_.bytes_in_use();
+  stats_.fec_unrecoverable = fec_.decoder_stats().unrecoverable;
+  stats_.fec_k = static_cast<uint32_t>(fec_.rate().k);
+  stats_.fec_m = static_cast<uint32_t>(fec_.rate().m);
   return stats_;
 }
 

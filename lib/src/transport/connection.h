@@ -33,6 +33,7 @@
 #include "io/packet_io.h"
 #include "transport/chunk_buffer.h"
 #include "transport/delivery_rate.h"
+#include "transport/fec_coder.h"
 #include "transport/interval_set.h"
 #include "transport/pacer.h"
 #include "transport/rtt_estimator.h"
@@ -64,6 +65,10 @@ struct TransportConfig {
   Duration max_pto = Duration::zero();
   bool integrity_check = true;  ///< CRC-32C in the tag room while unencrypted
   bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried
+  /// Forward error correction: adaptive (the default) codes a lossy path's
+  /// packets when a retransmission round trip costs more than the repair
+  /// overhead, never a clean one; kOff is selective repeat alone.
+  FecConfig fec;
 };
 
 /// Counters and gauges of a connection: rowand exports them per peer
@@ -110,6 +115,17 @@ struct ConnStats {
   uint64_t drop_too_many_streams = 0;
   uint64_t drop_no_buffer = 0;
   uint64_t drop_invalid_ack = 0;
+  // Forward error correction.
+  uint64_t fec_source_packets = 0;   ///< data packets sent as FEC source symbols
+  uint64_t fec_repair_sent = 0;      ///< REPAIR packets sent
+  uint64_t fec_repair_bytes = 0;     ///< their wire bytes
+  uint64_t fec_repair_received = 0;  ///< REPAIR frames received
+  uint64_t fec_recovered = 0;        ///< packets rebuilt from repair symbols and acknowledged
+  uint64_t fec_unrecoverable = 0;    ///< blocks given up with sources missing
+  uint64_t fec_drop_invalid = 0;     ///< FEC frames or rebuilt packets refused (malformed)
+  uint64_t fec_held_acked = 0;  ///< sender: packets past loss thresholds the peer then acked (rebuilt)
+  uint32_t fec_k = 0;           ///< current code rate (0: not coding)
+  uint32_t fec_m = 0;
   // Memory.
   Bytes send_buffer_capacity = 0;
   Bytes send_buffer_used = 0;
@@ -221,6 +237,10 @@ class Connection {
     bool has_max_data = false;
     uint8_t nframes = 0;
     uint32_t msd_slot = kNoChunk;  // stream whose MAX_STREAM_DATA rode along
+    bool fec_source = false;       // a source symbol of FEC block fec_block
+    bool fec_held = false;         // loss detection waited for its block's repair
+    bool fec_repair = false;       // a REPAIR packet (no stream data)
+    uint32_t fec_block = 0;
     DeliveryStamp rate;            // delivery-rate sampler state when it left
     SentFrame frames[kMaxFramesPerPacket];
   };
@@ -276,6 +296,8 @@ class Connection {
   void on_packet_acked(SentPacket& p, TimePoint now);
   void on_packet_lost(SentPacket& p);
   void record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint now);
+  void on_fec_status(fec::Status st, TimePoint now) noexcept;
+  void apply_recovered(std::span<const uint8_t> packet, TimePoint now) noexcept;
   void update_flow_control_credit(Stream& s);
 
   // Loss recovery.
@@ -291,6 +313,10 @@ class Connection {
   bool has_stream_data() const noexcept;
   bool ack_due(TimePoint now) const noexcept;
   size_t build_packet(OutDatagram& out, TimePoint now, bool allow_data, bool probe);
+  size_t build_repair_packet(OutDatagram& out, TimePoint now);
+  /// Seals the packet being built (header, tag) and records it as sent.
+  size_t finish_packet(OutDatagram& out, SentPacket& sp, size_t frames_len, Bytes elided,
+                       bool eliciting, bool retx, TimePoint now);
   bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
                           Bytes* payload_bytes);
   void fill_ack_frame(wire::AckFrame& a, TimePoint now) const;
@@ -360,6 +386,8 @@ class Connection {
   bool peer_closed_ = false;
   bool close_pending_ = false;
   uint16_t close_code_ = 0;
+
+  FecCoder fec_;
 
   ConnStats stats_;
   wire::AckFrame ack_scratch_;

@@ -72,6 +72,7 @@ void Connection::on_packet_lost(SentPacket& p) {
   ++stats_.lost_packets;
   stats_.lost_bytes += p.bytes;
   lost_pns_.add(p.pn, p.pn + 1);
+  fec_.on_path_loss(p.pn);
   for (uint8_t i = 0; i < p.nframes; ++i) {
     const SentFrame& f = p.frames[i];
     Stream& s = *streams_[f.slot];
@@ -113,6 +114,10 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   auto process = [&](uint64_t pn) {
     SentPacket& p = sent(pn);
     if (p.state != PacketState::kInFlight && p.state != PacketState::kLost) return;
+    if (p.fec_held && p.state == PacketState::kInFlight) {
+      ++stats_.fec_held_acked;  // the path lost it and the peer rebuilt it
+      fec_.on_path_loss(pn);
+    }
     if (p.state == PacketState::kInFlight) {
       bytes_in_flight_ -= p.bytes;
       --ack_eliciting_in_flight_;
@@ -215,6 +220,10 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   ev.ce_count = new_ce;
   rate_.end_ack(rtt_.min_rtt(), ev);
   stats_.delivered_bytes = rate_.delivered();
+  if (ev.round_start) {
+    const BitsPerSec r = cc_->pacing_rate().is_zero() ? cfg_.link_rate : cc_->pacing_rate();
+    fec_.update_rate(rtt_.smoothed(), r.transfer_time(cfg_.max_datagram));
+  }
   if (acked_packets > 0 || lost_packets > 0 || new_ce > 0) cc_->on_ack(ev);
   if (spurious) cc_->on_spurious_loss(now);
   trim_sent(now);
@@ -233,7 +242,22 @@ void Connection::detect_losses(TimePoint now, Bytes* lost_bytes, uint32_t* lost_
     for (uint64_t pn = std::max(rs[i].lo, first_pn_); pn < rs[i].hi; ++pn) {
       SentPacket& p = sent(pn);
       if (p.state != PacketState::kInFlight) continue;
-      if (p.sent_time <= lost_send_time || largest_acked_ >= pn + cfg_.packet_threshold) {
+      // A FEC source packet is judged against its block's last repair
+      // packet: lost only if the peer could not rebuild it from the repair.
+      uint64_t ref_pn = pn + cfg_.packet_threshold;
+      TimePoint ref_time = p.sent_time;
+      if (p.fec_source) {
+        const bool own_verdict =
+            p.sent_time <= lost_send_time || largest_acked_ >= pn + cfg_.packet_threshold;
+        if (!fec_.loss_reference(p.fec_block, &ref_pn, &ref_time)) {
+          p.fec_held = p.fec_held || own_verdict;  // repair still to leave: wait for it
+          stop = pn;
+          stopped = true;
+          break;
+        }
+        if (own_verdict) p.fec_held = true;
+      }
+      if (ref_time <= lost_send_time || largest_acked_ >= ref_pn) {
         *lost_bytes += p.bytes;
         ++*lost_packets;
         if (p.sent_time > loss_event_start_) {  // sent after the last event began: a new one
@@ -243,7 +267,7 @@ void Connection::detect_losses(TimePoint now, Bytes* lost_bytes, uint32_t* lost_
         on_packet_lost(p);
         continue;
       }
-      loss_time_ = p.sent_time + loss_delay;
+      loss_time_ = ref_time + loss_delay;
       stop = pn;
       stopped = true;
       break;
@@ -260,11 +284,12 @@ void Connection::on_pto(TimePoint now) {
   }
   ++stats_.ptos;
   probes_pending_ = 1;
+  fec_.flush();                    // a block waiting for more sources sends its repair now
   if (has_stream_data()) return;  // the probe carries new or already-lost data
   // Tail-loss probe: resend the data of the newest packet still in flight.
   for (uint64_t pn = next_pn_; pn > first_pn_; --pn) {
     SentPacket& p = sent(pn - 1);
-    if (p.state != PacketState::kInFlight) continue;
+    if (p.state != PacketState::kInFlight || p.fec_repair) continue;
     for (uint8_t i = 0; i < p.nframes; ++i) {
       const SentFrame& f = p.frames[i];
       Stream& s = *streams_[f.slot];
@@ -323,6 +348,7 @@ TimePoint Connection::next_timeout() const noexcept {
     t = std::min(t, last_ack_eliciting_sent_ + backed_off_pto());
   }
   const bool control = max_data_pending_ || !msd_pending_.empty();
+  if (fec_.repair_due()) t = std::min(t, pacer_.release_time());
   if ((has_stream_data() || control) &&
       (bytes_in_flight_ == 0 || bytes_in_flight_ + cfg_.max_datagram <= cc_->cwnd())) {
     t = std::min(t, pacer_.release_time());

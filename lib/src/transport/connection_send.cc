@@ -144,7 +144,11 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
   const uint64_t pn = next_pn_;
   SentPacket& sp = sent(pn);
   sp = SentPacket{};
-  wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
+  // A FEC source packet leaves room for its FEC_SOURCE frame and for what a
+  // repair symbol carries beyond its frames, so that symbol fits a datagram.
+  const bool coding = fec_.coding() && !fec_.repair_due() && (allow_data || probe) && !closed_;
+  const size_t frame_room = cap - wire::kOverhead - (coding ? kFecRepairExtra : 0);
+  wire::FrameWriter w(out.data + wire::kHeaderSize, frame_room + (coding ? kFecSourceReserve : 0));
   bool eliciting = false;
   bool retx = false;
   Bytes elided = 0;
@@ -182,7 +186,7 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
     while (sp.nframes < kMaxFramesPerPacket) {
       // Elided payload still counts toward the datagram's size on the wire.
       const size_t used = w.size() + elided;
-      const size_t budget = cap - wire::kOverhead > used ? cap - wire::kOverhead - used : 0;
+      const size_t budget = frame_room > used ? frame_room - used : 0;
       if (!write_stream_frame(w, sp, budget, &retx, &elided)) break;
       eliciting = true;
     }
@@ -192,13 +196,56 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
     }
   }
   if (w.size() == 0) return 0;
+  if (coding && sp.nframes > 0) {
+    // A FEC source packet: its symbol is its packet number and the frames
+    // so far; the FEC_SOURCE frame after them says where it belongs.
+    uint32_t block = 0;
+    uint8_t index = 0;
+    fec_.next_source(&block, &index);
+    const size_t symbol = w.size();
+    w.fec_source(block, index);
+    fec_.add_source(pn, out.data + wire::kHeaderSize, symbol, elided);
+    sp.fec_source = true;
+    sp.fec_block = block;
+    ++stats_.fec_source_packets;
+  }
+  if (retx && eliciting) ++stats_.retransmitted_packets;
+  return finish_packet(out, sp, w.size(), elided, eliciting, retx, now);
+}
 
+size_t Connection::build_repair_packet(OutDatagram& out, TimePoint now) {
+  const size_t cap =
+      cfg_.elide_payload ? cfg_.max_datagram : std::min<size_t>(out.capacity, cfg_.max_datagram);
+  const size_t need = wire::kOverhead + fec_.repair_frame_size();
+  if (need > cap || need > out.capacity) {
+    // Source packets leave room for their repair, so only a caller's buffer
+    // below max_datagram gets here: the block goes unprotected, and
+    // retransmission covers it.
+    fec_.abandon_repair();
+    return 0;
+  }
+  if (next_pn_ - first_pn_ >= sent_.size()) grow_sent_ring();
+  const uint64_t pn = next_pn_;
+  SentPacket& sp = sent(pn);
+  sp = SentPacket{};
+  sp.fec_repair = true;
+  wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
+  const size_t extra = fec_.write_repair(w, pn, now);
+  const size_t len = finish_packet(out, sp, w.size(), extra, true, false, now);
+  ++stats_.fec_repair_sent;
+  stats_.fec_repair_bytes += out.wire_len;
+  return len;
+}
+
+size_t Connection::finish_packet(OutDatagram& out, SentPacket& sp, size_t frames_len,
+                                 Bytes elided, bool eliciting, bool retx, TimePoint now) {
+  const uint64_t pn = next_pn_;
   wire::Header h;
   h.flags = wire::kTypeData | (cfg_.elide_payload ? wire::kFlagElided : 0);
   h.connection_id = cfg_.connection_id;
   h.packet_number = pn;
   wire::write_header(out.data, h);
-  const size_t body = wire::kHeaderSize + w.size();
+  const size_t body = wire::kHeaderSize + frames_len;
   std::memset(out.data + body, 0, wire::kTagSize);
   if (cfg_.integrity_check) wire::put_u32(out.data + body, wire::crc32c(out.data, body));
   out.len = static_cast<uint32_t>(body + wire::kTagSize);
@@ -220,7 +267,7 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
   ++ack_eliciting_in_flight_;
   last_ack_eliciting_sent_ = now;
   idle_reported_ = false;
-  if (retx) ++stats_.retransmitted_packets;
+  fec_.on_sent();
   cc::SentEvent ev;
   ev.now = now;
   ev.packet_number = pn;
@@ -241,6 +288,15 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
     const bool probe = probes_pending_ > 0;
     const bool data = has_stream_data() || max_data_pending_ || !msd_pending_.empty();
     cwnd_ok = bytes_in_flight_ == 0 || bytes_in_flight_ + cfg_.max_datagram <= cc_->cwnd();
+    // FEC: a block ends early when no more stream data is coming (the tail
+    // of a message); its repair goes before new data, paced, beside cwnd
+    // (the policy caps it at a small share).
+    if (!has_stream_data()) fec_.flush();
+    if (fec_.repair_due() && !closed_ && pacer_.ready(now)) {
+      if (build_repair_packet(out[n], now) == 0) break;
+      ++n;
+      continue;
+    }
     const bool allow = data && cwnd_ok && pacer_.ready(now);
     if (!allow && !probe && !ack_due(now) && !close_pending_) break;
     if (build_packet(out[n], now, allow, probe) == 0) break;

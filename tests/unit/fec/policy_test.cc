@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace rowan::fec {
 namespace {
 
@@ -83,16 +85,27 @@ TEST(FecLossMeter, RateAndBurstsOverTheWindow) {
   EXPECT_EQ(meter.loss_rate(), 0);
   EXPECT_EQ(meter.mean_burst(), 1);
   uint64_t pn = 0;
-  // 200 packets, two bursts of three losses.
-  for (int i = 0; i < 200; ++i, ++pn) {
+  // 150 packets: one burst of three losses; the window holds all of them.
+  for (int i = 0; i < 150; ++i, ++pn) {
+    meter.on_sent();
+    if (i == 10 || i == 11 || i == 12) meter.on_lost(pn);
+  }
+  EXPECT_NEAR(meter.loss_rate(), 3.0 / 150, 1e-9);
+  EXPECT_NEAR(meter.mean_burst(), 3.0, 1e-9);
+  // 50 more: a second burst of three.
+  for (int i = 150; i < 200; ++i, ++pn) {
     meter.on_sent();
     if (i == 10 || i == 11 || i == 12 || i == 150 || i == 151 || i == 152) meter.on_lost(pn);
   }
-  EXPECT_NEAR(meter.loss_rate(), 6.0 / 200, 1e-9);
+  // The window is the last full half (packets 100..199) plus the current
+  // (empty) one: the second burst over 100 packets.
+  EXPECT_NEAR(meter.loss_rate(), 3.0 / 100, 1e-9);
+  EXPECT_NEAR(meter.planning_loss_rate(), (3.0 + 2 * std::sqrt(3.0)) / 100, 1e-9);
   EXPECT_NEAR(meter.mean_burst(), 3.0, 1e-9);
   // Clean packets push the losses out of the window.
   for (int i = 0; i < 200; ++i) meter.on_sent();
   EXPECT_EQ(meter.loss_rate(), 0);
+  EXPECT_EQ(meter.planning_loss_rate(), 0);  // nothing lost: nothing to plan for
 }
 
 }  // namespace
