@@ -606,6 +606,8 @@ Result Simulation::run() {
       fr.recovered = f.rcv.conn->stats().fec_recovered;
       fr.unrecoverable = f.rcv.conn->stats().fec_unrecoverable;
       fr.ptos = st.ptos;
+      fr.fec_k = st.fec_k;
+      fr.fec_m = st.fec_m;
       r.unrecoverable += fr.unrecoverable;
       fr.messages = f.messages;
       r.repair_packets += fr.repair_packets;
@@ -714,6 +716,8 @@ std::string to_json(const Scenario& s, const Result& r) {
     o["ptos"] = f.ptos;
     o["repair_packets"] = f.repair_packets;
     o["recovered_packets"] = f.recovered;
+    o["fec_k"] = f.fec_k;
+    o["fec_m"] = f.fec_m;
     if (f.converge_s >= 0) {
       o["converge_s"] = f.converge_s;
     } else {

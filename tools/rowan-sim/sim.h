@@ -99,6 +99,7 @@ struct FlowResult {
   // Forward error correction (sender's view) and request-response.
   uint64_t repair_packets = 0, repair_bytes = 0, wire_bytes = 0, recovered = 0, retx_packets = 0;
   uint64_t unrecoverable = 0, ptos = 0;
+  uint32_t fec_k = 0, fec_m = 0;  ///< the sender's code rate at the end
   uint64_t messages = 0;
 };
 

@@ -61,6 +61,7 @@ CodeRate choose_code_rate(const PathSample& path, const PolicyConfig& cfg) noexc
 
 void LossMeter::roll() noexcept {
   if (sent_[0] < window_) return;
+  if (lost_[0] < kMinLosses && sent_[0] < kMaxWindows * window_) return;
   sent_[1] = sent_[0];
   lost_[1] = lost_[0];
   bursts_[1] = bursts_[0];

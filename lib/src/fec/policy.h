@@ -42,7 +42,9 @@ struct CodeRate {
 };
 
 struct PolicyConfig {
-  double max_overhead = 0.15;  ///< repair packets per source packet, at most
+  /// Repair packets per source packet, at most: 0.14 keeps repair bytes (each a
+  /// full-sized packet) within 15 % of everything else sent.
+  double max_overhead = 0.14;
   double delay_weight = 1.0;   ///< cost of a second of late delivery vs a second of link time
   int max_k = 32;              ///< at most kMaxSources
   int max_m = 8;               ///< at most kMaxRepair
@@ -63,10 +65,15 @@ double expected_cost(const PathSample& path, int k, int m, double delay_weight) 
 CodeRate choose_code_rate(const PathSample& path, const PolicyConfig& cfg) noexcept;
 
 /// Measures a path's loss rate and burstiness from the sender's view over a
-/// sliding window of about 2 × `window` packets (two halves; the older is
-/// dropped when the newer fills).
+/// sliding window of two halves; the older is dropped when the newer is full:
+/// `window` packets holding at least kMinLosses losses, or 32 × `window`
+/// packets. A rare loss (0.1 %) is thus measured over enough packets to see
+/// several, instead of reading as zero between two losses and switching the
+/// code off and on.
 class LossMeter {
  public:
+  static constexpr uint64_t kMinLosses = 8;
+  static constexpr uint64_t kMaxWindows = 32;
   explicit LossMeter(uint32_t window = 1024) : window_(window ? window : 1) {}
   /// A packet (data or repair) left on the path.
   void on_sent() noexcept;

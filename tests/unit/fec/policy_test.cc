@@ -83,27 +83,27 @@ TEST(FecPolicy, BurstsNeedRepairCoveringTheBurst) {
 TEST(FecLossMeter, RateAndBurstsOverTheWindow) {
   LossMeter meter(100);
   EXPECT_EQ(meter.loss_rate(), 0);
+  EXPECT_EQ(meter.planning_loss_rate(), 0);
   EXPECT_EQ(meter.mean_burst(), 1);
   uint64_t pn = 0;
-  // 150 packets: one burst of three losses; the window holds all of them.
-  for (int i = 0; i < 150; ++i, ++pn) {
-    meter.on_sent();
-    if (i == 10 || i == 11 || i == 12) meter.on_lost(pn);
-  }
-  EXPECT_NEAR(meter.loss_rate(), 3.0 / 150, 1e-9);
+  auto send = [&](int n, int lose_every, int burst) {
+    for (int i = 0; i < n; ++i, ++pn) {
+      meter.on_sent();
+      if (lose_every > 0 && i % lose_every < burst) meter.on_lost(pn);
+    }
+  };
+  // 3 % loss in bursts of 3: a half fills after 100 packets (9 losses).
+  send(100, 100, 3);  // 3 losses
+  send(100, 50, 3);   // 6 losses: the first half (100 packets, 3 losses) is still short
+  EXPECT_NEAR(meter.loss_rate(), 9.0 / 200, 1e-9);
   EXPECT_NEAR(meter.mean_burst(), 3.0, 1e-9);
-  // 50 more: a second burst of three.
-  for (int i = 150; i < 200; ++i, ++pn) {
-    meter.on_sent();
-    if (i == 10 || i == 11 || i == 12 || i == 150 || i == 151 || i == 152) meter.on_lost(pn);
-  }
-  // The window is the last full half (packets 100..199) plus the current
-  // (empty) one: the second burst over 100 packets.
-  EXPECT_NEAR(meter.loss_rate(), 3.0 / 100, 1e-9);
-  EXPECT_NEAR(meter.planning_loss_rate(), (3.0 + 2 * std::sqrt(3.0)) / 100, 1e-9);
-  EXPECT_NEAR(meter.mean_burst(), 3.0, 1e-9);
-  // Clean packets push the losses out of the window.
-  for (int i = 0; i < 200; ++i) meter.on_sent();
+  EXPECT_NEAR(meter.planning_loss_rate(), (9.0 + 2 * std::sqrt(9.0)) / 200, 1e-9);
+  // 1 loss per 1000: halves stretch until they hold kMinLosses losses.
+  send(8000, 1000, 1);
+  EXPECT_NEAR(meter.loss_rate(), 0.001, 0.0003);
+  EXPECT_NEAR(meter.mean_burst(), 1.0, 1e-9);
+  // A clean path: the losses age out after at most 2 x 32 windows.
+  send(2 * LossMeter::kMaxWindows * 100, 0, 0);
   EXPECT_EQ(meter.loss_rate(), 0);
   EXPECT_EQ(meter.planning_loss_rate(), 0);  // nothing lost: nothing to plan for
 }
