@@ -416,7 +416,7 @@ void Simulation::service(Endpoint& ep) {
     if (conn.next_timeout() <= now) conn.on_timeout(now);
     pipe.reserve(kBurst);
     for (uint32_t i = 0; i < kBurst; ++i)
-      out_[i] = transport::OutDatagram{pipe.free_slot(i), slot_, 0, 0};
+      out_[i] = transport::OutDatagram{pipe.free_slot(i), slot_, 0, 0, {}};
     const size_t n = conn.poll_send(std::span(out_, kBurst), now);
     size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {
