@@ -195,7 +195,7 @@ TEST(Fec, RebuiltPacketIsAppliedAndAcknowledged) {
   for (int i = 0; i < 9; ++i) EXPECT_EQ(buf[i], i + 1);
   // The ACK b sends covers packet 1 (rebuilt), not only 0 and 2.
   std::vector<uint8_t> out(1472);
-  transport::OutDatagram od{out.data(), 1472, 0, 0};
+  transport::OutDatagram od{out.data(), 1472, 0, 0, {}};
   ASSERT_EQ(b.poll_send(std::span(&od, 1), clock.now()), 1U);
   ASSERT_EQ(out[transport::wire::kHeaderSize], transport::wire::kFrameAck);
   EXPECT_EQ(transport::wire::get_u64(out.data() + transport::wire::kHeaderSize + 1), 2U);  // largest
