@@ -88,8 +88,9 @@ void round_trip(Input in) {
   std::vector<bool> got(static_cast<size_t>(k), false);
   for (int i = 0; i < k + m; ++i) {
     if ((erase_bits >> i) & 1) continue;
-    const Status st = i < k ? dec.add_source(block, i, src[i].data(), src[i].size())
-                            : dec.add_repair(RepairInfo{block, k, m, i - k}, enc.repair(i - k), rlen);
+    const Status st = i < k
+                          ? dec.add_source(block, i, src[i].data(), src[i].size())
+                          : dec.add_repair(RepairInfo{block, k, m, i - k}, enc.repair(i - k), rlen);
     if (st == Status::kInvalid) std::abort();
     if (st != Status::kRecovered) continue;
     if (erased > m) std::abort();  // too few symbols cannot decode

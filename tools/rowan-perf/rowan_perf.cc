@@ -42,7 +42,7 @@ namespace {
 constexpr uint32_t kStart = 1, kData = 2, kEnd = 3, kResult = 4, kAnswer = 5;
 constexpr size_t kAnswerBytes = 16;  // u32 type, u32 stream, u64 sequence
 constexpr int kAnswerRing = 64;      // answers in flight at once (one per request in --rr)
-constexpr size_t kHeader = 16;  // u32 type, u32 stream, u64 sequence
+constexpr size_t kHeader = 16;       // u32 type, u32 stream, u64 sequence
 constexpr size_t kMaxMessage = 4 << 20;
 constexpr int kExitUsage = 64;
 
@@ -246,7 +246,7 @@ struct ClientStream {
   std::vector<uint8_t> result_buf;
   // Request-response.
   std::vector<std::vector<uint8_t>> answer_bufs;
-  uint64_t answered = 0;            // answers received (in order)
+  uint64_t answered = 0;             // answers received (in order)
   std::vector<double> completion_s;  // per request
 };
 
@@ -432,7 +432,8 @@ int run_client(const std::string& host, int port, double duration, int streams, 
   const double goodput = dur > 0 ? bytes * 8 / dur : 0;
   const double ratio = sent > 0 ? static_cast<double>(retx) / static_cast<double>(sent) : 0;
   std::vector<double> done;
-  for (const ClientStream& c : s) done.insert(done.end(), c.completion_s.begin(), c.completion_s.end());
+  for (const ClientStream& c : s)
+    done.insert(done.end(), c.completion_s.begin(), c.completion_s.end());
   double mean = 0;
   for (double d : done) mean += d / static_cast<double>(done.size());
   if (json) {

@@ -191,16 +191,20 @@ int main(int argc, char** argv) {
             f.id, f.cc, f.start_s, f.rtt_s * 1e3, f.goodput_bps * 1e-9, f.srtt_s * 1e3,
             f.retransmit_ratio, f.rtos,
             f.converge_s >= 0 ? fmt::format("{:.3f} s", f.converge_s) : std::string("never"));
-      fmt::print("fec {}: repair {} packets ({:.4f} of the other wire bytes), {} rebuilt, {} retransmitted\n",
-                 fec, r.repair_packets,
-                 r.wire_bytes > r.repair_bytes ? static_cast<double>(r.repair_bytes) /
-                                                     static_cast<double>(r.wire_bytes - r.repair_bytes)
-                                               : 0.0,
-                 r.recovered, r.retx_packets);
+      fmt::print(
+          "fec {}: repair {} packets ({:.4f} of the other wire bytes), {} rebuilt, {} "
+          "retransmitted\n",
+          fec, r.repair_packets,
+          r.wire_bytes > r.repair_bytes ? static_cast<double>(r.repair_bytes) /
+                                              static_cast<double>(r.wire_bytes - r.repair_bytes)
+                                        : 0.0,
+          r.recovered, r.retx_packets);
       if (s.rr_request > 0)
-        fmt::print("messages {}  completion mean {:.2f} ms p50 {:.2f} p99 {:.2f} p99.9 {:.2f} max {:.2f}\n",
-                   r.messages, r.rr_mean_s * 1e3, r.rr_p50_s * 1e3, r.rr_p99_s * 1e3,
-                   r.rr_p999_s * 1e3, r.rr_max_s * 1e3);
+        fmt::print(
+            "messages {}  completion mean {:.2f} ms p50 {:.2f} p99 {:.2f} p99.9 {:.2f} max "
+            "{:.2f}\n",
+            r.messages, r.rr_mean_s * 1e3, r.rr_p50_s * 1e3, r.rr_p99_s * 1e3, r.rr_p999_s * 1e3,
+            r.rr_max_s * 1e3);
       fmt::print("{} packets, {} events, {:.2f} s wall\n", r.packets, r.events, r.wall_s);
     }
   } catch (const std::exception& e) {

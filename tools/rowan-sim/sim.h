@@ -72,7 +72,7 @@ struct Scenario {
   uint64_t seed = 1;
   uint32_t mss = 0;  ///< datagram bytes; 0: 9000 at >= 1 Gbit/s, else 1500
   uint32_t ack_every = 2;
-  bool verify = false;       ///< carry and check real payload bytes
+  bool verify = false;  ///< carry and check real payload bytes
   /// Request-response instead of bulk: each sender writes one request of
   /// this many bytes, the receiving application answers with rr_response
   /// bytes once it has read all of it, and the next request starts when the
@@ -81,8 +81,8 @@ struct Scenario {
   Bytes rr_request = 0;
   Bytes rr_response = 64;
   transport::FecMode fec = transport::FecMode::kAdaptive;  ///< the transport's default
-  Duration sample_interval;  ///< 0: max(rtt, 1 ms)
-  std::string series_path;   ///< CSV of per-flow throughput and queue delay
+  Duration sample_interval;                                ///< 0: max(rtt, 1 ms)
+  std::string series_path;  ///< CSV of per-flow throughput and queue delay
 };
 
 struct FlowResult {

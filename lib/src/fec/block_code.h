@@ -117,9 +117,9 @@ enum class Status : uint8_t {
 };
 
 struct DecoderStats {
-  uint64_t sources = 0;        ///< source symbols stored
-  uint64_t repairs = 0;        ///< repair symbols stored
-  uint64_t recovered = 0;      ///< source symbols rebuilt
+  uint64_t sources = 0;    ///< source symbols stored
+  uint64_t repairs = 0;    ///< repair symbols stored
+  uint64_t recovered = 0;  ///< source symbols rebuilt
   uint64_t decoded_blocks = 0;
   uint64_t unrecoverable = 0;  ///< blocks given up with sources missing (repair seen)
   uint64_t invalid = 0;        ///< kInvalid results (includes bad recovered lengths)

@@ -34,8 +34,7 @@ double expected_cost(const PathSample& path, int k, int m, double delay_weight) 
   const int survivable = m / erased;  // loss events a block survives
   // A source is lost for good when its own loss event leaves the block with
   // more than `survivable` events.
-  const double residual =
-      p * binomial_tail(k + m - 1, std::min(1.0, p / burst), survivable);
+  const double residual = p * binomial_tail(k + m - 1, std::min(1.0, p / burst), survivable);
   return static_cast<double>(m) / k * t_pkt + p * (k / 2.0) * t_pkt + residual * rtt;
 }
 

@@ -45,16 +45,16 @@ struct PolicyConfig {
   /// Repair packets per source packet, at most: 0.14 keeps repair bytes (each a
   /// full-sized packet) within 15 % of everything else sent.
   double max_overhead = 0.14;
-  double delay_weight = 1.0;   ///< cost of a second of late delivery vs a second of link time
-  int max_k = 32;              ///< at most kMaxSources
-  int max_m = 8;               ///< at most kMaxRepair
+  double delay_weight = 1.0;  ///< cost of a second of late delivery vs a second of link time
+  int max_k = 32;             ///< at most kMaxSources
+  int max_m = 8;              ///< at most kMaxRepair
 };
 
 struct PathSample {
-  double loss_rate = 0;    ///< lost ÷ sent packets, recent window
-  double mean_burst = 1;   ///< lost packets per loss burst (>= 1)
-  Duration rtt;            ///< smoothed RTT
-  Duration packet_time;    ///< one full packet at the path's sending rate
+  double loss_rate = 0;   ///< lost ÷ sent packets, recent window
+  double mean_burst = 1;  ///< lost packets per loss burst (>= 1)
+  Duration rtt;           ///< smoothed RTT
+  Duration packet_time;   ///< one full packet at the path's sending rate
 };
 
 /// The cost model above for one (k, m) (k >= 1, m >= 0; m = 0 is C0).

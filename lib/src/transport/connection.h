@@ -200,8 +200,9 @@ struct ConnStats {
   uint64_t fec_recovered = 0;        ///< packets rebuilt from repair symbols and acknowledged
   uint64_t fec_unrecoverable = 0;    ///< blocks given up with sources missing
   uint64_t fec_drop_invalid = 0;     ///< FEC frames or rebuilt packets refused (malformed)
-  uint64_t fec_held_acked = 0;  ///< sender: packets past loss thresholds the peer then acked (rebuilt)
-  uint32_t fec_k = 0;           ///< current code rate (0: not coding)
+  uint64_t fec_held_acked =
+      0;               ///< sender: packets past loss thresholds the peer then acked (rebuilt)
+  uint32_t fec_k = 0;  ///< current code rate (0: not coding)
   uint32_t fec_m = 0;
   // Memory.
   Bytes send_buffer_capacity = 0;
@@ -343,7 +344,7 @@ class Connection {
     bool fec_held = false;         // loss detection waited for its block's repair
     bool fec_repair = false;       // a REPAIR packet (no stream data)
     uint32_t fec_block = 0;
-    DeliveryStamp rate;            // delivery-rate sampler state when it left
+    DeliveryStamp rate;  // delivery-rate sampler state when it left
     SentFrame frames[kMaxFramesPerPacket];
   };
   struct Stream {

@@ -246,8 +246,8 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   ev.ce_count = new_ce;
   path.rate.end_ack(path.rtt.min_rtt(), ev);
   if (ev.round_start) {
-    const BitsPerSec r = path.cc->pacing_rate().is_zero() ? path.cfg.link_rate
-                                                           : path.cc->pacing_rate();
+    const BitsPerSec r =
+        path.cc->pacing_rate().is_zero() ? path.cfg.link_rate : path.cc->pacing_rate();
     path.fec->update_rate(path.rtt.smoothed(), r.transfer_time(cfg_.max_datagram));
   }
   if (acked_packets > 0 || lost_packets > 0 || new_ce > 0) path.cc->on_ack(ev);

@@ -105,9 +105,7 @@ class FecCoder {
   /// After kRecovered: the rebuilt packets (packet number + frames each),
   /// valid until the next on_source/on_repair.
   int recovered_count() const noexcept { return decoder_.recovered_count(); }
-  std::span<const uint8_t> recovered(int i) const noexcept {
-    return decoder_.recovered(i).payload;
-  }
+  std::span<const uint8_t> recovered(int i) const noexcept { return decoder_.recovered(i).payload; }
   const fec::DecoderStats& decoder_stats() const noexcept { return decoder_.stats(); }
 
  private:
@@ -131,7 +129,7 @@ class FecCoder {
 
   uint32_t next_block_ = 0;
   bool open_ = false;
-  uint32_t block_ = 0;      // open block, or the one whose repair is due
+  uint32_t block_ = 0;       // open block, or the one whose repair is due
   size_t wire_longest_ = 0;  // longest prefixed source symbol counting elided bytes
   size_t repair_len_ = 0;
   int repair_count_ = 0, repair_next_ = 0;

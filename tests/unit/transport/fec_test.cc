@@ -114,8 +114,8 @@ TEST(Fec, ForgedRepairIsACountedDrop) {
   uint64_t pn = 0;
   // Source packets of block 7 (a PING and the FEC_SOURCE frame each).
   for (uint8_t i = 0; i < 2; ++i) {
-    std::vector<uint8_t> f = {transport::wire::kFramePing, transport::wire::kFrameFecSource,
-                              0, 0, 0, 7, i};
+    std::vector<uint8_t> f = {
+        transport::wire::kFramePing, transport::wire::kFrameFecSource, 0, 0, 0, 7, i};
     auto d = datagram(pn++, f);
     b.on_datagram(d.data(), d.size(), io::Ecn::kNotEct, clock.now());
   }
@@ -134,8 +134,8 @@ TEST(Fec, ForgedRepairIsACountedDrop) {
   EXPECT_GT(refused, 150U);  // a random symbol almost never parses as a packet
   // Shapes out of range are refused by the decoder.
   const uint64_t before = b.stats().fec_drop_invalid;
-  for (auto [k, m, idx] : {std::tuple<int, int, int>{0, 1, 0}, {40, 1, 0}, {3, 0, 0}, {3, 9, 0},
-                           {3, 2, 2}}) {
+  for (auto [k, m, idx] :
+       {std::tuple<int, int, int>{0, 1, 0}, {40, 1, 0}, {3, 0, 0}, {3, 9, 0}, {3, 2, 2}}) {
     auto d = datagram(pn++, repair_frame(9, static_cast<uint8_t>(k), static_cast<uint8_t>(m),
                                          static_cast<uint8_t>(idx), {0, 1, 2, 3}));
     b.on_datagram(d.data(), d.size(), io::Ecn::kNotEct, clock.now());
@@ -198,7 +198,8 @@ TEST(Fec, RebuiltPacketIsAppliedAndAcknowledged) {
   transport::OutDatagram od{out.data(), 1472, 0, 0, {}};
   ASSERT_EQ(b.poll_send(std::span(&od, 1), clock.now()), 1U);
   ASSERT_EQ(out[transport::wire::kHeaderSize], transport::wire::kFrameAck);
-  EXPECT_EQ(transport::wire::get_u64(out.data() + transport::wire::kHeaderSize + 1), 2U);  // largest
+  EXPECT_EQ(transport::wire::get_u64(out.data() + transport::wire::kHeaderSize + 1),
+            2U);                                          // largest
   EXPECT_EQ(out[transport::wire::kHeaderSize + 21], 1U);  // one range: 0..2, nothing missing
   EXPECT_EQ(transport::wire::get_u64(out.data() + transport::wire::kHeaderSize + 22), 2U);
   // The original arriving late is a duplicate.
