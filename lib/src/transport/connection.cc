@@ -88,7 +88,10 @@ Connection::Path& Connection::make_path(const PathConfig& pc, const Clock& clock
   paths_.push_back(std::make_unique<Path>(id, resolved, ring_size_, now));
   Path& path = *paths_.back();
   path.cc = std::move(cc);
-  path.fec = std::make_unique<FecCoder>(cfg_.fec, cfg_.max_datagram - wire::kOverhead);
+  // With ELIDED payload a packet's bytes are its frames without stream data,
+  // at most one kMinElidedBuffer.
+  path.fec = std::make_unique<FecCoder>(
+      cfg_.fec, (cfg_.elide_payload ? kMinElidedBuffer : cfg_.max_datagram) - wire::kOverhead);
   path.probe_interval = pto_base(path);
   ++up_paths_;
   return path;

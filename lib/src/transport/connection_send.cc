@@ -217,7 +217,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
     eliciting = true;
   }
   if (w.size() == 0) return 0;
-  if (coding && sp.nframes > 0) {
+  if (coding && sp.nframes > 0 && fec.fits(w.size())) {
     // A FEC source packet: its symbol is its packet number and the frames
     // so far; the FEC_SOURCE frame after them says where it belongs.
     uint32_t block = 0;

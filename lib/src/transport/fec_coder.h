@@ -52,7 +52,8 @@ inline constexpr size_t kFecRepairExtra = wire::kRepairFrameOverhead + fec::kLen
 
 class FecCoder {
  public:
-  /// `max_frames`: the frame bytes of a full datagram.
+  /// `max_frames`: the most frame bytes a datagram carries (a full
+  /// datagram's, or the simulator's ELIDED buffer's).
   FecCoder(const FecConfig& cfg, size_t max_frames);
 
   bool enabled() const noexcept { return cfg_.mode != FecMode::kOff; }
@@ -64,6 +65,9 @@ class FecCoder {
   /// A source packet numbered `pn` is being built: its FEC_SOURCE frame's
   /// block and index (opens a block when none is open).
   void next_source(uint32_t* block, uint8_t* index) noexcept;
+  /// Whether frames of `len` bytes fit a source symbol (a packet that does
+  /// not is sent uncoded: no FEC_SOURCE frame, no add_source).
+  bool fits(size_t len) const noexcept { return len + 8 <= encoder_.max_payload(); }
   /// The source packet's frames before its FEC_SOURCE frame; `elided` is the
   /// stream payload the packet counts on the wire but does not carry.
   void add_source(uint64_t pn, const uint8_t* frames, size_t len, size_t elided) noexcept;
