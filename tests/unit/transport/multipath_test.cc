@@ -29,7 +29,7 @@ struct MultiPair {
   MultiPair(const TransportConfig& c, const std::vector<Duration>& one_way, uint64_t seed = 1)
       : a(c, clock, clock.now()), b(c, clock, clock.now()) {
     for (size_t i = 0; i < one_way.size(); ++i) {
-      links.push_back(std::make_unique<io::LoopbackLink>(2048, 65536, seed + i));
+      links.push_back(std::make_unique<io::LoopbackLink>(2048, 8192, seed + i));
       delays.push_back(one_way[i]);
       set_path(i, true);
       ios_a.push_back(&links[i]->a());
