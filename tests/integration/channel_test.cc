@@ -89,8 +89,11 @@ TEST_F(ChannelTest, VerifiedPayloadsThroughLossReorderAndDuplication) {
   EXPECT_EQ(j["verify_errors"], 0) << j.dump();
   EXPECT_EQ(j["failed_streams"], 0) << j.dump();
   EXPECT_GT(j["verified_bytes"].get<double>(), 1e6) << j.dump();
-  // Losses were repaired (retransmissions happened) and goodput stayed useful.
-  EXPECT_GT(j["retransmit_ratio"].get<double>(), 0.001) << j.dump();
+  // Losses were repaired and goodput stayed useful. Retransmission repairs
+  // the first ones; once the loss is measured adaptive FEC (the default)
+  // rebuilds most of the rest at the receiver, so the retransmit ratio stays
+  // well below the 1 % loss.
+  EXPECT_GT(j["retransmit_ratio"].get<double>(), 0.0) << j.dump();
   EXPECT_GT(j["goodput_bps"].get<double>(), 10e6) << j.dump();
   // (Reordered frames skip the emulated delay, so min RTT can be tiny; the
   // smoothed RTT is the path's.)

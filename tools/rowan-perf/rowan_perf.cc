@@ -3,6 +3,7 @@
 //
 //   rowan-perf -s [-p PORT] [-1]
 //   rowan-perf -c HOST [-p PORT] [-t SECONDS] [-P STREAMS] [--cc NAME] [--json]
+//   rowan-perf -c HOST --rr [-l BYTES] ...   # request-response: completion times
 //
 // Each stream is one channel. The client sends START, then DATA messages
 // whose bytes are a function of (test, stream, sequence) for -t seconds, then
@@ -10,6 +11,12 @@
 // with RESULT (bytes and messages it verified, errors). The client reports
 // goodput as the message bytes the server's transport acknowledged within
 // the test time, and exits 1 when the server saw a bad byte or a gap.
+//
+// With --rr the client sends one DATA message at a time (a request, -l bytes,
+// 1 MiB by default) and waits for the server's 16-byte ANSWER, which the
+// server sends once it has the whole request and checked it; each request's
+// completion time (send to answer) is measured, and the client reports their
+// mean, p50, p99 and p99.9.
 #include <rowan/rowan.h>
 #include <sys/random.h>
 
@@ -32,8 +39,10 @@
 
 namespace {
 
-constexpr uint32_t kStart = 1, kData = 2, kEnd = 3, kResult = 4;
-constexpr size_t kHeader = 16;  // u32 type, u32 stream, u64 sequence
+constexpr uint32_t kStart = 1, kData = 2, kEnd = 3, kResult = 4, kAnswer = 5;
+constexpr size_t kAnswerBytes = 16;  // u32 type, u32 stream, u64 sequence
+constexpr int kAnswerRing = 64;      // answers in flight at once (one per request in --rr)
+constexpr size_t kHeader = 16;       // u32 type, u32 stream, u64 sequence
 constexpr size_t kMaxMessage = 4 << 20;
 constexpr int kExitUsage = 64;
 
@@ -100,7 +109,9 @@ struct ServerStream {
   uint64_t errors = 0;
   bool started = false;
   bool ended = false;
+  bool rr = false;  // answer each DATA message (request-response)
   uint8_t result[48] = {};
+  uint8_t answers[kAnswerRing][kAnswerBytes] = {};
 };
 
 void on_server_recv(rowan_channel* ch, void* user, void* buf, size_t len, int status);
@@ -167,9 +178,17 @@ void on_server_recv(rowan_channel* ch, void* user, void* buf, size_t len, int st
     s->test = get64(p + 8);
     s->stream = get32(p + 4);
     s->streams = get32(p + 16);
+    s->rr = get32(p + 20) != 0;
     s->started = true;
   } else if (type == kData) {
     if (!verify(p, len, s->test, s->stream, s->next_seq)) ++s->errors;
+    if (s->rr) {
+      uint8_t* a = s->answers[s->next_seq % kAnswerRing];
+      put32(a, kAnswer);
+      put32(a + 4, s->stream);
+      put64(a + 8, s->next_seq);
+      if (rowan_channel_send(ch, a, kAnswerBytes, nullptr, nullptr) != ROWAN_OK) ++s->errors;
+    }
     ++s->next_seq;
     ++s->messages;
     s->bytes += len;
@@ -225,6 +244,10 @@ struct ClientStream {
   std::string error_text;
   std::vector<uint8_t> control;  // START / END
   std::vector<uint8_t> result_buf;
+  // Request-response.
+  std::vector<std::vector<uint8_t>> answer_bufs;
+  uint64_t answered = 0;             // answers received (in order)
+  std::vector<double> completion_s;  // per request
 };
 
 void on_client_sent(rowan_channel*, void* user, const void* buf, size_t len, int status) {
@@ -236,9 +259,14 @@ void on_client_sent(rowan_channel*, void* user, const void* buf, size_t len, int
   }
 }
 
-void on_client_recv(rowan_channel*, void* user, void* buf, size_t len, int status) {
+void on_client_recv(rowan_channel* ch, void* user, void* buf, size_t len, int status) {
   auto* s = static_cast<ClientStream*>(user);
   const auto* p = static_cast<const uint8_t*>(buf);
+  if (status == ROWAN_OK && len == kAnswerBytes && get32(p) == kAnswer) {
+    if (get64(p + 8) == s->answered) ++s->answered;
+    rowan_channel_post_recv(ch, buf, 64, on_client_recv, s);  // for the next answer
+    return;
+  }
   if (status == ROWAN_OK && len >= 32 && get32(p) == kResult) {
     s->server_bytes = get64(p + 8);
     s->server_messages = get64(p + 16);
@@ -247,8 +275,31 @@ void on_client_recv(rowan_channel*, void* user, void* buf, size_t len, int statu
   }
 }
 
+// --rr: one request at a time; returns the channel's last status.
+int run_requests(ClientStream* s, uint64_t test, double duration, size_t msg_len) {
+  int rc = 0;
+  const auto start = Clock::now();
+  std::vector<uint8_t>& req = s->bufs[0];
+  while (rc >= 0 && seconds_since(start) < duration) {
+    fill(req.data(), msg_len, test, s->index, s->next_seq);
+    const auto t0 = Clock::now();
+    rc = rowan_channel_send(s->ch, req.data(), msg_len, on_client_sent, s);
+    if (rc < 0) break;
+    s->free_bufs.clear();  // on_client_sent gives it back
+    ++s->next_seq;
+    // The request buffer is ours again once acked; the answer says the
+    // server has it all.
+    while (rc >= 0 && (s->answered < s->next_seq || s->free_bufs.empty()))
+      rc = rowan_channel_poll(s->ch, 10);
+    if (rc >= 0) s->completion_s.push_back(seconds_since(t0));
+  }
+  s->duration_s = seconds_since(start);
+  return rc;
+}
+
 void run_stream(ClientStream* s, const std::string& server, const rowan_channel_options& o,
-                uint64_t test, uint32_t streams, double duration, size_t msg_len, size_t depth) {
+                uint64_t test, uint32_t streams, double duration, size_t msg_len, size_t depth,
+                bool rr) {
   int rc = rowan_connect(server.c_str(), &o, &s->ch);
   if (rc != ROWAN_OK) {
     s->error = rc;
@@ -262,11 +313,18 @@ void run_stream(ClientStream* s, const std::string& server, const rowan_channel_
   put32(s->control.data() + 4, s->index);
   put64(s->control.data() + 8, test);
   put32(s->control.data() + 16, streams);
+  put32(s->control.data() + 20, rr ? 1 : 0);
   s->result_buf.assign(64, 0);
   rowan_channel_post_recv(s->ch, s->result_buf.data(), s->result_buf.size(), on_client_recv, s);
+  if (rr) {
+    s->answer_bufs.assign(4, std::vector<uint8_t>(64));
+    for (auto& b : s->answer_bufs)
+      rowan_channel_post_recv(s->ch, b.data(), b.size(), on_client_recv, s);
+  }
   rowan_channel_send(s->ch, s->control.data(), s->control.size(), nullptr, nullptr);
   const auto start = Clock::now();
-  while (rc >= 0 && seconds_since(start) < duration) {
+  if (rr) rc = run_requests(s, test, duration, msg_len);
+  while (!rr && rc >= 0 && seconds_since(start) < duration) {
     while (!s->free_bufs.empty()) {
       const size_t i = s->free_bufs.back();
       fill(s->bufs[i].data(), msg_len, test, s->index, s->next_seq);
@@ -279,7 +337,7 @@ void run_stream(ClientStream* s, const std::string& server, const rowan_channel_
     if (rc < 0 && rc != ROWAN_ERR_AGAIN) break;
     rc = rowan_channel_poll(s->ch, 10);
   }
-  s->duration_s = seconds_since(start);
+  if (!rr) s->duration_s = seconds_since(start);
   s->acked_in_time = s->acked_bytes;
   if (rc >= 0) {
     std::vector<uint8_t> end(16, 0);
@@ -304,8 +362,15 @@ void run_stream(ClientStream* s, const std::string& server, const rowan_channel_
   s->ch = nullptr;
 }
 
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
 int run_client(const std::string& host, int port, double duration, int streams, size_t msg_len,
-               bool json, const rowan_channel_options& o) {
+               bool json, bool rr, const rowan_channel_options& o) {
   const std::string server =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   uint64_t test = 0;
@@ -323,7 +388,7 @@ int run_client(const std::string& host, int port, double duration, int streams, 
   for (int i = 0; i < streams; ++i) {
     s[static_cast<size_t>(i)].index = static_cast<uint32_t>(i);
     threads.emplace_back(run_stream, &s[static_cast<size_t>(i)], server, o, test,
-                         static_cast<uint32_t>(streams), duration, msg_len, depth);
+                         static_cast<uint32_t>(streams), duration, msg_len, rr ? 1 : depth, rr);
   }
   for (auto& t : threads) t.join();
 
@@ -366,6 +431,11 @@ int run_client(const std::string& host, int port, double duration, int streams, 
   }
   const double goodput = dur > 0 ? bytes * 8 / dur : 0;
   const double ratio = sent > 0 ? static_cast<double>(retx) / static_cast<double>(sent) : 0;
+  std::vector<double> done;
+  for (const ClientStream& c : s)
+    done.insert(done.end(), c.completion_s.begin(), c.completion_s.end());
+  double mean = 0;
+  for (double d : done) mean += d / static_cast<double>(done.size());
   if (json) {
     nlohmann::ordered_json j{{"goodput_bps", goodput},
                              {"duration_s", dur},
@@ -379,12 +449,25 @@ int run_client(const std::string& host, int port, double duration, int streams, 
                              {"verify_errors", server_errors},
                              {"failed_streams", failures},
                              {"per_stream", per}};
+    if (rr) {
+      j["messages"] = done.size();
+      j["rr_mean_s"] = mean;
+      j["rr_p50_s"] = quantile(done, 0.50);
+      j["rr_p99_s"] = quantile(done, 0.99);
+      j["rr_p999_s"] = quantile(done, 0.999);
+      j["rr_max_s"] = quantile(done, 1.0);
+    }
     std::cout << j.dump() << "\n";
   } else {
     fmt::print(
         "{} stream(s), {:.2f} s: goodput {:.1f} Mbit/s, retransmit {:.4f}, min RTT {:.2f} ms, "
         "SRTT {:.2f} ms, verified {} bytes, {} errors\n",
         streams, dur, goodput / 1e6, ratio, min_rtt * 1e3, srtt * 1e3, server_bytes, server_errors);
+    if (rr) {
+      fmt::print("{} requests: completion mean {:.2f} ms, p50 {:.2f}, p99 {:.2f}, p99.9 {:.2f}\n",
+                 done.size(), mean * 1e3, quantile(done, 0.50) * 1e3, quantile(done, 0.99) * 1e3,
+                 quantile(done, 0.999) * 1e3);
+    }
   }
   return failures == 0 && server_errors == 0 ? 0 : 1;
 }
@@ -394,7 +477,7 @@ int run_client(const std::string& host, int port, double duration, int streams, 
 int main(int argc, char** argv) {
   CLI::App app{"rowan-perf: goodput over librowan's message channel (like iperf3)"};
   app.set_version_flag("--version", std::string("rowan-perf ") + rowan_version());
-  bool server = false, one = false, json = false;
+  bool server = false, one = false, json = false, rr = false;
   std::string host, cc;
   int port = 5201, streams = 1, idle_ms = 0;
   double duration = 10, rate = 0, rtt = 0;
@@ -411,6 +494,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", rate, "expected path rate in bit/s (sizes buffers); default 1e9");
   app.add_option("--rtt", rtt, "expected RTT in seconds; default: measured");
   app.add_flag("-J,--json", json, "client: one JSON object on stdout");
+  app.add_flag("--rr", rr,
+               "client: request-response, one request (-l bytes, default 1 MiB) at a time; "
+               "reports completion times");
   app.add_option("--idle-timeout", idle_ms,
                  "ms of silence from the peer before a channel fails (keepalives keep a quiet "
                  "one open); -1: never; default 15000");
@@ -431,5 +517,6 @@ int main(int argc, char** argv) {
   o.rtt_s = rtt;
   o.idle_timeout_ms = idle_ms;
   if (server) return run_server(port, one, o);
-  return run_client(host, port, duration, streams, msg_len, json, o);
+  if (rr && app.count("-l") == 0) msg_len = size_t{1} << 20;
+  return run_client(host, port, duration, streams, msg_len, json, rr, o);
 }

@@ -35,6 +35,25 @@ double parse_percent(const std::string& t) {
   return std::stod(t);
 }
 
+// "1m" (10^6), "1MiB" (2^20), "64k", "64KiB", "500000" → bytes.
+rowan::Bytes parse_size(const std::string& t) {
+  std::string v = t;
+  for (auto& c : v) c = static_cast<char>(std::tolower(c));
+  double mult = 1;
+  if (v.size() > 3 && v.substr(v.size() - 2) == "ib") {
+    const char u = v[v.size() - 3];
+    mult = u == 'k' ? 1024.0 : u == 'm' ? 1048576.0 : u == 'g' ? 1073741824.0 : 0;
+    v.resize(v.size() - 3);
+  } else if (!v.empty() && (v.back() == 'k' || v.back() == 'm' || v.back() == 'g')) {
+    mult = v.back() == 'k' ? 1e3 : v.back() == 'm' ? 1e6 : 1e9;
+    v.pop_back();
+  }
+  if (mult == 0 || v.empty()) throw std::invalid_argument("bad size: " + t);
+  const double b = std::stod(v) * mult;
+  if (b < 1) throw std::invalid_argument("size must be > 0: " + t);
+  return static_cast<rowan::Bytes>(b);
+}
+
 // "1bdp", "0.25bdp" → multiple of BDP; "500000", "64k", "2m", "1g" → bytes.
 void parse_buffer(const std::string& t, rowan::sim::Scenario& s) {
   std::string v = t;
@@ -107,7 +126,7 @@ int main(int argc, char** argv) {
   s.cc = std::string(rowan::cc::kDefaultAlgorithm);
   std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",
               duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample, jitter = "0s",
-              host_delay = "0s", host_offset = "0s";
+              host_delay = "0s", host_offset = "0s", rr, fec = "adaptive";
   std::vector<std::string> params, steps, downs;
   int paths = 0;
   bool json = false, list = false;
@@ -159,6 +178,11 @@ int main(int argc, char** argv) {
                "the application is a host TCP through a passthrough gateway (slow start up to "
                "2 BDP end to end) instead of a bulk source");
   app.add_flag("--verify", s.verify, "carry real payload and check every byte (slower)");
+  app.add_option("--rr", rr,
+                 "request-response: request SIZE (e.g. 1MiB); measures message completion times");
+  app.add_option("--rr-response", s.rr_response, "response bytes per request (default 64)");
+  app.add_option("--fec", fec, "forward error correction: adaptive (default) or off")
+      ->check(CLI::IsMember({"adaptive", "off"}));
   app.add_option("--series", s.series_path, "write per-flow throughput and queue delay CSV");
   app.add_option("--sample-interval", sample,
                  "series/convergence sampling interval (default: RTT)");
@@ -180,6 +204,8 @@ int main(int argc, char** argv) {
     s.jitter = rowan::cc::parse_duration(jitter);
     s.host_delay = rowan::cc::parse_duration(host_delay);
     s.host_offset = rowan::cc::parse_duration(host_offset);
+    if (!rr.empty()) s.rr_request = parse_size(rr);
+    s.fec = fec == "off" ? rowan::transport::FecMode::kOff : rowan::transport::FecMode::kAdaptive;
     if (!sample.empty()) s.sample_interval = rowan::cc::parse_duration(sample);
     if (!rtts.empty())
       for (const auto& t : split(rtts, ',')) s.flow_rtts.push_back(rowan::cc::parse_duration(t));
@@ -227,6 +253,20 @@ int main(int argc, char** argv) {
             f.id, f.cc, f.start_s, f.rtt_s * 1e3, f.goodput_bps * 1e-9, f.srtt_s * 1e3,
             f.retransmit_ratio, f.rtos,
             f.converge_s >= 0 ? fmt::format("{:.3f} s", f.converge_s) : std::string("never"));
+      fmt::print(
+          "fec {}: repair {} packets ({:.4f} of the other wire bytes), {} rebuilt, {} "
+          "retransmitted\n",
+          fec, r.repair_packets,
+          r.wire_bytes > r.repair_bytes ? static_cast<double>(r.repair_bytes) /
+                                              static_cast<double>(r.wire_bytes - r.repair_bytes)
+                                        : 0.0,
+          r.recovered, r.retx_packets);
+      if (s.rr_request > 0)
+        fmt::print(
+            "messages {}  completion mean {:.2f} ms p50 {:.2f} p99 {:.2f} p99.9 {:.2f} max "
+            "{:.2f}\n",
+            r.messages, r.rr_mean_s * 1e3, r.rr_p50_s * 1e3, r.rr_p99_s * 1e3, r.rr_p999_s * 1e3,
+            r.rr_max_s * 1e3);
       if (!s.paths.empty()) {
         for (const auto& p : r.paths)
           fmt::print(

@@ -166,6 +166,12 @@ struct Flow {
   bool drained = false;
   std::vector<double> recent;  // throughput of the last samples (bit/s)
   double converge_s = -1;
+  // Request-response.
+  uint64_t rr_request_end = 0;  // stream offset where the current request ends
+  uint64_t rr_answered = 0;     // responses the receiver wrote
+  uint64_t rr_resp_read = 0;    // response bytes the sender read
+  TimePoint rr_started;
+  uint64_t messages = 0;
 };
 
 class Simulation {
@@ -175,6 +181,8 @@ class Simulation {
     if (s.rtt.ns() <= 0) throw std::invalid_argument("rtt must be > 0");
     if (s.flows < 1 || s.flows > 10000) throw std::invalid_argument("flows must be 1..10000");
     if (s.duration.ns() <= 0) throw std::invalid_argument("duration must be > 0");
+    if (s.rr_request > 0 && (s.rr_response < 1 || s.rr_response > 65536))
+      throw std::invalid_argument("rr response must be 1..65536 bytes");
     if (s.loss < 0 || s.loss >= 1) throw std::invalid_argument("loss must be in [0, 1)");
     multipath_ = !s.paths.empty();
     if (multipath_) {
@@ -248,7 +256,7 @@ class Simulation {
       if (series_ == nullptr) throw std::invalid_argument("cannot write " + s.series_path);
       fmt::print(series_, "time_s,flow,goodput_bps,cwnd_bytes,srtt_s,queue_delay_s,capacity_bps\n");
     }
-    if (s.verify) scratch_.resize(1 << 16);
+    if (s.verify || s.rr_request > 0) scratch_.resize(1 << 16);
     if (multipath_) tx_mem_.resize(size_t{kBurst} * slot_);
     for (size_t i = 0; i < s.outages.size(); ++i) {
       // An outage that starts before the end and ends before the drain limit.
@@ -337,8 +345,15 @@ class Simulation {
   std::vector<uint8_t> scratch_;
   FILE* series_ = nullptr;
 
+  void rr_next(Flow& f);
+  void rr_answer(Flow& f);
+  void rr_read_answer(Flow& f);
+
   // Measurements.
   Histogram qdelay_;
+  Histogram rr_ns_;
+  double rr_sum_s_ = 0;
+  int64_t rr_max_ns_ = 0;
   double qdelay_sum_interval_ = 0;
   uint64_t qdelay_n_interval_ = 0;
   double capacity_bits_ = 0;  // capacity integrated over [warmup, end], all paths
@@ -432,11 +447,52 @@ void Simulation::start_flow(Flow& f) {
   c.timer_granularity = std::min(Duration::from_us(100), shortest / 4);
   c.integrity_check = s_.verify;
   c.elide_payload = !s_.verify;
+  c.fec.mode = s_.fec;
   f.snd.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
   f.rcv.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
   f.started = true;
   f.app_window = 10ULL * 1448;
+  if (s_.rr_request > 0) rr_next(f);
   service(f.snd);
+}
+
+void Simulation::rr_next(Flow& f) {
+  f.rr_request_end += s_.rr_request;
+  f.rr_started = clock_.t;
+}
+
+void Simulation::rr_answer(Flow& f) {
+  // The receiving application has the whole request: it answers.
+  while (f.rx_bytes >= (f.rr_answered + 1) * s_.rr_request) {
+    const size_t w = f.rcv.conn->write(kStream, s_.verify ? scratch_.data() : nullptr,
+                                       static_cast<size_t>(s_.rr_response), false, clock_.t);
+    if (w < s_.rr_response) break;  // the response buffer is far larger than one answer
+    ++f.rr_answered;
+  }
+}
+
+void Simulation::rr_read_answer(Flow& f) {
+  transport::Connection& conn = *f.snd.conn;
+  uint64_t id;
+  while (conn.next_readable(&id)) {
+    for (;;) {
+      bool fin = false;
+      const size_t n = conn.read(id, s_.verify ? scratch_.data() : nullptr,
+                                 s_.verify ? scratch_.size() : SIZE_MAX, &fin, clock_.t);
+      if (n == 0) break;
+      f.rr_resp_read += n;
+    }
+  }
+  while (f.rr_resp_read >= (f.messages + 1) * s_.rr_response) {
+    ++f.messages;
+    const Duration took = clock_.t - f.rr_started;
+    if (f.rr_started >= warmup_) {
+      rr_ns_.add(took.ns());
+      rr_sum_s_ += took.seconds();
+      rr_max_ns_ = std::max(rr_max_ns_, took.ns());
+    }
+    rr_next(f);
+  }
 }
 
 void Simulation::transmit(Endpoint& ep, size_t i, bool* was_empty) {
@@ -485,6 +541,9 @@ void Simulation::service(Endpoint& ep) {
       if (s_.tcp_source) {
         const uint64_t outstanding = f.tx_written - f.rx_bytes;
         room = std::min<Bytes>(room, f.app_window > outstanding ? f.app_window - outstanding : 0);
+      }
+      if (s_.rr_request > 0) {
+        room = std::min<Bytes>(room, f.rr_request_end - f.tx_written);
       }
       if (s_.verify) {
         while (room > 0) {
@@ -596,6 +655,9 @@ void Simulation::deliver(Flow& f, size_t path, bool forward) {
       f.drained = true;
       --undrained_;
     }
+    if (s_.rr_request > 0) rr_answer(f);
+  } else if (s_.rr_request > 0) {
+    rr_read_answer(f);
   }
   service(dst);
   if (!pipe.empty())
@@ -767,6 +829,22 @@ Result Simulation::run() {
       fr.spurious = st.spurious_losses;
       retx += st.retransmitted_bytes;
       sent += st.stream_bytes_sent;
+      fr.repair_packets = st.fec_repair_sent;
+      fr.repair_bytes = st.fec_repair_bytes;
+      fr.wire_bytes = st.bytes_sent;
+      fr.retx_packets = st.retransmitted_packets;
+      fr.recovered = f.rcv.conn->stats().fec_recovered;
+      fr.unrecoverable = f.rcv.conn->stats().fec_unrecoverable;
+      fr.ptos = st.ptos;
+      fr.fec_k = st.fec_k;
+      fr.fec_m = st.fec_m;
+      r.unrecoverable += fr.unrecoverable;
+      fr.messages = f.messages;
+      r.repair_packets += fr.repair_packets;
+      r.repair_bytes += fr.repair_bytes;
+      r.wire_bytes += fr.wire_bytes;
+      r.retx_packets += fr.retx_packets;
+      r.recovered += fr.recovered;
       if (all_window > 0) {
         const double x = static_cast<double>(f.rx_after_all) * 8 / all_window;
         sum += x;
@@ -785,6 +863,14 @@ Result Simulation::run() {
   r.queue_delay_p50_s = qdelay_.quantile(0.50) * 1e-9;
   r.queue_delay_p95_s = qdelay_.quantile(0.95) * 1e-9;
   r.queue_delay_p99_s = qdelay_.quantile(0.99) * 1e-9;
+  r.messages = rr_ns_.count();
+  if (r.messages > 0) {
+    r.rr_mean_s = rr_sum_s_ / static_cast<double>(r.messages);
+    r.rr_p50_s = rr_ns_.quantile(0.50) * 1e-9;
+    r.rr_p99_s = rr_ns_.quantile(0.99) * 1e-9;
+    r.rr_p999_s = rr_ns_.quantile(0.999) * 1e-9;
+    r.rr_max_s = static_cast<double>(rr_max_ns_) * 1e-9;
+  }
   for (const Link& l : links_) {
     r.tail_drops += l.tail_drops;
     r.random_drops += l.random_drops;

@@ -29,6 +29,7 @@
 
 #include "base/units.h"
 #include "cc_params.h"
+#include "transport/fec_coder.h"
 
 namespace rowan::sim {
 
@@ -103,6 +104,14 @@ struct Scenario {
   bool verify = false;       ///< carry and check real payload bytes
   Duration sample_interval;  ///< 0: max(rtt, 1 ms)
   std::string series_path;   ///< CSV of per-flow throughput and queue delay
+  /// Request-response instead of bulk: each sender writes one request of
+  /// this many bytes, the receiving application answers with rr_response
+  /// bytes once it has read all of it, and the next request starts when the
+  /// answer is read; each message's completion time (request written to
+  /// answer read) is measured. 0: bulk.
+  Bytes rr_request = 0;
+  Bytes rr_response = 64;
+  transport::FecMode fec = transport::FecMode::kAdaptive;  ///< the transport's default
   /// Several paths per flow (empty: one path of `rate`, `rtt`/`flow_rtts`
   /// and `loss`). Bursty loss, rate steps and per-flow RTTs are single-path only.
   std::vector<PathSpec> paths;
@@ -143,6 +152,11 @@ struct FlowResult {
   uint64_t lost_packets = 0, rtos = 0, spurious = 0;
   double converge_s = -1;  ///< time from start to ≥ 90% of fair share (−1: never)
   uint64_t verify_errors = 0;
+  // Forward error correction (sender's view) and request-response.
+  uint64_t repair_packets = 0, repair_bytes = 0, wire_bytes = 0, recovered = 0, retx_packets = 0;
+  uint64_t unrecoverable = 0, ptos = 0;
+  uint32_t fec_k = 0, fec_m = 0;  ///< the sender's code rate at the end
+  uint64_t messages = 0;
 };
 
 struct Result {
@@ -154,6 +168,13 @@ struct Result {
   double retransmit_ratio = 0;
   uint64_t tail_drops = 0, random_drops = 0, packets = 0, events = 0;
   double wall_s = 0;
+  // FEC over all flows: repair wire bytes ÷ all wire bytes the senders sent,
+  // packets the receivers rebuilt, packets the senders retransmitted.
+  uint64_t repair_packets = 0, repair_bytes = 0, wire_bytes = 0, recovered = 0, retx_packets = 0;
+  uint64_t unrecoverable = 0;  ///< blocks the receivers gave up
+  // Request-response: completion time of every message after the warm-up.
+  uint64_t messages = 0;
+  double rr_mean_s = 0, rr_p50_s = 0, rr_p99_s = 0, rr_p999_s = 0, rr_max_s = 0;
   double simulated_s = 0;          ///< simulated time run (duration, plus the drain)
   uint64_t max_rss_bytes = 0;      ///< the process's peak RSS (filled by the CLI, not by run())
   uint64_t path_memory_bytes = 0;  ///< sent-packet rings of flow 0's sender, all paths

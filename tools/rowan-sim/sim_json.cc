@@ -33,6 +33,26 @@ std::string to_json(const Scenario& s, const Result& r) {
   j["window_bdp"] = s.window_bdp;
   j["rx_stamps"] = s.rx_stamps;
   j["tcp_source"] = s.tcp_source;
+  j["fec"] = s.fec == transport::FecMode::kOff ? "off" : "adaptive";
+  j["repair_packets"] = r.repair_packets;
+  j["repair_bytes"] = r.repair_bytes;
+  j["wire_bytes"] = r.wire_bytes;
+  j["repair_overhead"] =
+      r.wire_bytes > r.repair_bytes
+          ? static_cast<double>(r.repair_bytes) / static_cast<double>(r.wire_bytes - r.repair_bytes)
+          : 0.0;
+  j["recovered_packets"] = r.recovered;
+  j["retransmitted_packets"] = r.retx_packets;
+  j["unrecoverable_blocks"] = r.unrecoverable;
+  if (s.rr_request > 0) {
+    j["rr_request_bytes"] = s.rr_request;
+    j["messages"] = r.messages;
+    j["rr_mean_s"] = r.rr_mean_s;
+    j["rr_p50_s"] = r.rr_p50_s;
+    j["rr_p99_s"] = r.rr_p99_s;
+    j["rr_p999_s"] = r.rr_p999_s;
+    j["rr_max_s"] = r.rr_max_s;
+  }
   j["tail_drops"] = r.tail_drops;
   j["random_drops"] = r.random_drops;
   j["packets"] = r.packets;
@@ -52,6 +72,11 @@ std::string to_json(const Scenario& s, const Result& r) {
     o["lost_packets"] = f.lost_packets;
     o["rtos"] = f.rtos;
     o["spurious_losses"] = f.spurious;
+    o["ptos"] = f.ptos;
+    o["repair_packets"] = f.repair_packets;
+    o["recovered_packets"] = f.recovered;
+    o["fec_k"] = f.fec_k;
+    o["fec_m"] = f.fec_m;
     if (f.converge_s >= 0) {
       o["converge_s"] = f.converge_s;
     } else {

@@ -88,6 +88,10 @@ Connection::Path& Connection::make_path(const PathConfig& pc, const Clock& clock
   paths_.push_back(std::make_unique<Path>(id, resolved, ring_size_, now));
   Path& path = *paths_.back();
   path.cc = std::move(cc);
+  // With ELIDED payload a packet's bytes are its frames without stream data,
+  // at most one kMinElidedBuffer.
+  path.fec = std::make_unique<FecCoder>(
+      cfg_.fec, (cfg_.elide_payload ? kMinElidedBuffer : cfg_.max_datagram) - wire::kOverhead);
   path.probe_interval = pto_base(path);
   ++up_paths_;
   return path;
@@ -313,7 +317,29 @@ void Connection::push_path_event(const Path& path, TimePoint now) {
 
 struct Connection::Validator {
   Connection& c;
+  bool recovered = false;  // a packet rebuilt from repair symbols: no FEC frames in it
   bool ack_eliciting = false;
+  bool has_source = false;
+  uint8_t source_index = 0;
+  uint32_t source_block = 0;
+  size_t source_pos = 0;  // the FEC_SOURCE frame's offset: the symbol is the frames before it
+  bool has_repair = false;
+  wire::RepairFrame repair{};
+  bool on_fec_source(uint32_t block, uint8_t index, size_t pos) {
+    if (recovered || has_source) return false;
+    has_source = true;
+    source_block = block;
+    source_index = index;
+    source_pos = pos;
+    return true;
+  }
+  bool on_repair(const wire::RepairFrame& r) {
+    if (recovered || has_repair) return false;
+    has_repair = true;
+    repair = r;
+    ack_eliciting = true;
+    return true;
+  }
   bool on_ping() {
     ack_eliciting = true;
     return true;
@@ -348,9 +374,11 @@ struct Connection::Validator {
 struct Connection::Applier {
   Connection& c;
   TimePoint now;
+  bool skip_acks = false;  // a rebuilt packet's ACK is old news (later ACKs carry it)
   bool on_ping() { return true; }
   wire::AckFrame& ack_scratch() { return c.ack_scratch_; }
   bool on_ack(const wire::AckFrame& a) {
+    if (skip_acks) return true;
     c.apply_ack(a, now);
     return true;
   }
@@ -448,6 +476,52 @@ void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimeP
   if (ecn == io::Ecn::kCe) ++space.ce_received;
   space.ack_return = path.index;
   record_received_pn(space, pn, v.ack_eliciting, now);
+  FecCoder& fec = *space.fec;
+  if (!fec.enabled()) return;  // a peer's FEC frames are harmless: nothing is kept
+  if (v.has_source) {
+    on_fec_status(space, fec.on_source(v.source_block, v.source_index, pn, frames, v.source_pos),
+                  now);
+  }
+  if (v.has_repair) {
+    ++stats_.fec_repair_received;
+    on_fec_status(space, fec.on_repair(v.repair), now);
+  }
+}
+
+void Connection::on_fec_status(Path& space, fec::Status st, TimePoint now) noexcept {
+  if (st == fec::Status::kInvalid) ++stats_.fec_drop_invalid;
+  if (st != fec::Status::kRecovered) return;
+  for (int i = 0; i < space.fec->recovered_count(); ++i) {
+    apply_recovered(space, space.fec->recovered(i), now);
+  }
+}
+
+void Connection::apply_recovered(Path& space, std::span<const uint8_t> packet,
+                                 TimePoint now) noexcept {
+  // A rebuilt packet of `space`: its packet number, then its frames. It is
+  // checked and applied as a received one would be, and acknowledged, so the
+  // sender does not resend it.
+  if (packet.size() < 8) {
+    ++stats_.fec_drop_invalid;
+    return;
+  }
+  const uint64_t pn = wire::get_u64(packet.data());
+  if ((space.any_received && pn < space.recv_floor) || space.recv_pns.contains(pn)) {
+    return;  // it came after all
+  }
+  const uint8_t* frames = packet.data() + 8;
+  const size_t flen = packet.size() - 8;
+  Validator v{*this};
+  v.recovered = true;
+  if (!wire::parse_frames(frames, flen, cfg_.elide_payload, v)) {
+    ++stats_.fec_drop_invalid;
+    return;
+  }
+  Applier a{*this, now};
+  a.skip_acks = true;
+  wire::parse_frames(frames, flen, cfg_.elide_payload, a);
+  record_received_pn(space, pn, v.ack_eliciting, now);
+  ++stats_.fec_recovered;
 }
 
 void Connection::record_received_pn(Path& space, uint64_t pn, bool ack_eliciting, TimePoint now) {
@@ -554,6 +628,10 @@ const ConnStats& Connection::stats() noexcept {
   stats_.send_buffer_used = send_pool_.bytes_in_use();
   stats_.recv_buffer_capacity = recv_pool_.capacity_bytes();
   stats_.recv_buffer_used = recv_pool_.bytes_in_use();
+  stats_.fec_unrecoverable = 0;
+  for (const auto& p : paths_) stats_.fec_unrecoverable += p->fec->decoder_stats().unrecoverable;
+  stats_.fec_k = static_cast<uint32_t>(paths_[0]->fec->rate().k);  // path 0's code rate
+  stats_.fec_m = static_cast<uint32_t>(paths_[0]->fec->rate().m);
   return stats_;
 }
 

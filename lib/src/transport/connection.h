@@ -40,6 +40,7 @@
 #include "io/packet_io.h"
 #include "transport/chunk_buffer.h"
 #include "transport/delivery_rate.h"
+#include "transport/fec_coder.h"
 #include "transport/interval_set.h"
 #include "transport/pacer.h"
 #include "transport/rtt_estimator.h"
@@ -108,6 +109,10 @@ struct TransportConfig {
   Duration path_probe_max = Duration::from_ms(500);
   bool integrity_check = true;  ///< CRC-32C in the tag room while unencrypted
   bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried
+  /// Forward error correction: adaptive (the default) codes a lossy path's
+  /// packets when a retransmission round trip costs more than the repair
+  /// overhead, never a clean one; kOff is selective repeat alone.
+  FecConfig fec;
 };
 
 /// Counters and gauges of one path (Connection::path_stats).
@@ -187,6 +192,18 @@ struct ConnStats {
   uint64_t drop_invalid_ack = 0;
   uint64_t drop_bad_path = 0;        ///< path index the connection does not have
   uint64_t path_events_dropped = 0;  ///< transitions the owner did not drain in time
+  // Forward error correction.
+  uint64_t fec_source_packets = 0;   ///< data packets sent as FEC source symbols
+  uint64_t fec_repair_sent = 0;      ///< REPAIR packets sent
+  uint64_t fec_repair_bytes = 0;     ///< their wire bytes
+  uint64_t fec_repair_received = 0;  ///< REPAIR frames received
+  uint64_t fec_recovered = 0;        ///< packets rebuilt from repair symbols and acknowledged
+  uint64_t fec_unrecoverable = 0;    ///< blocks given up with sources missing
+  uint64_t fec_drop_invalid = 0;     ///< FEC frames or rebuilt packets refused (malformed)
+  uint64_t fec_held_acked =
+      0;               ///< sender: packets past loss thresholds the peer then acked (rebuilt)
+  uint32_t fec_k = 0;  ///< current code rate (0: not coding)
+  uint32_t fec_m = 0;
   // Memory.
   Bytes send_buffer_capacity = 0;
   Bytes send_buffer_used = 0;
@@ -323,7 +340,11 @@ class Connection {
     bool has_max_data = false;
     uint8_t nframes = 0;
     uint32_t msd_slot = kNoChunk;  // stream whose MAX_STREAM_DATA rode along
-    DeliveryStamp rate;            // delivery-rate sampler state when it left
+    bool fec_source = false;       // a source symbol of FEC block fec_block
+    bool fec_held = false;         // loss detection waited for its block's repair
+    bool fec_repair = false;       // a REPAIR packet (no stream data)
+    uint32_t fec_block = 0;
+    DeliveryStamp rate;  // delivery-rate sampler state when it left
     SentFrame frames[kMaxFramesPerPacket];
   };
   struct Stream {
@@ -412,6 +433,9 @@ class Connection {
     uint64_t ce_received = 0;
     uint16_t ack_return = 0;  // path our ACKs of this space leave on (where it arrives)
     PathStats stats;
+    /// This path's FEC: our encoder and loss reference, and the decoder of
+    /// the peer's packet-number space of this index.
+    std::unique_ptr<FecCoder> fec;
   };
 
   Stream* find_stream(uint64_t id) const noexcept;
@@ -428,6 +452,8 @@ class Connection {
   void on_packet_acked(SentPacket& p, TimePoint now);
   void on_packet_lost(Path& path, SentPacket& p);
   void record_received_pn(Path& space, uint64_t pn, bool ack_eliciting, TimePoint now);
+  void on_fec_status(Path& space, fec::Status st, TimePoint now) noexcept;
+  void apply_recovered(Path& space, std::span<const uint8_t> packet, TimePoint now) noexcept;
   void update_flow_control_credit(Stream& s);
 
   // Loss recovery and path failover.
@@ -451,6 +477,10 @@ class Connection {
   Path* pick_data_path(TimePoint now) noexcept;
   Path* pick_control_path(TimePoint now) noexcept;
   size_t build_packet(OutDatagram& out, Path& path, TimePoint now, bool allow_data, bool probe);
+  size_t build_repair_packet(OutDatagram& out, Path& path, TimePoint now);
+  /// Seals the packet being built on `path` (header, tag) and records it as sent.
+  size_t finish_packet(OutDatagram& out, Path& path, SentPacket& sp, size_t frames_len,
+                       Bytes elided, bool eliciting, bool retx, TimePoint now);
   bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
                           Bytes* payload_bytes);
   void fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint now) const;

@@ -79,6 +79,7 @@ void Connection::on_packet_lost(Path& path, SentPacket& p) {
   ++path.stats.lost_packets;
   path.stats.lost_bytes += p.bytes;
   path.lost_pns.add(p.pn, p.pn + 1);
+  path.fec->on_path_loss(p.pn);
   for (uint8_t i = 0; i < p.nframes; ++i) {
     const SentFrame& f = p.frames[i];
     Stream& s = *streams_[f.slot];
@@ -131,6 +132,10 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
       return;
     }
     if (p.state != PacketState::kInFlight && p.state != PacketState::kLost) return;
+    if (p.fec_held && p.state == PacketState::kInFlight) {
+      ++stats_.fec_held_acked;  // the path lost it and the peer rebuilt it
+      path.fec->on_path_loss(pn);
+    }
     if (p.state == PacketState::kInFlight) {
       path.bytes_in_flight -= p.bytes;
       --path.ack_eliciting_in_flight;
@@ -240,6 +245,11 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   ev.in_flight = path.bytes_in_flight;
   ev.ce_count = new_ce;
   path.rate.end_ack(path.rtt.min_rtt(), ev);
+  if (ev.round_start) {
+    const BitsPerSec r =
+        path.cc->pacing_rate().is_zero() ? path.cfg.link_rate : path.cc->pacing_rate();
+    path.fec->update_rate(path.rtt.smoothed(), r.transfer_time(cfg_.max_datagram));
+  }
   if (acked_packets > 0 || lost_packets > 0 || new_ce > 0) path.cc->on_ack(ev);
   if (spurious) path.cc->on_spurious_loss(now);
   trim_sent(path, now);
@@ -259,7 +269,22 @@ void Connection::detect_losses(Path& path, TimePoint now, Bytes* lost_bytes,
     for (uint64_t pn = std::max(rs[i].lo, path.first_pn); pn < rs[i].hi; ++pn) {
       SentPacket& p = path.sent(pn);
       if (p.state != PacketState::kInFlight) continue;
-      if (p.sent_time <= lost_send_time || path.largest_acked >= pn + cfg_.packet_threshold) {
+      // A FEC source packet is judged against its block's last repair
+      // packet: lost only if the peer could not rebuild it from the repair.
+      uint64_t ref_pn = pn + cfg_.packet_threshold;
+      TimePoint ref_time = p.sent_time;
+      if (p.fec_source) {
+        const bool own_verdict =
+            p.sent_time <= lost_send_time || path.largest_acked >= pn + cfg_.packet_threshold;
+        if (!path.fec->loss_reference(p.fec_block, &ref_pn, &ref_time)) {
+          p.fec_held = p.fec_held || own_verdict;  // repair still to leave: wait for it
+          stop = pn;
+          stopped = true;
+          break;
+        }
+        if (own_verdict) p.fec_held = true;
+      }
+      if (ref_time <= lost_send_time || path.largest_acked >= ref_pn) {
         *lost_bytes += p.bytes;
         ++*lost_packets;
         if (p.sent_time > path.loss_event_start) {  // sent after the last event began: a new one
@@ -269,7 +294,7 @@ void Connection::detect_losses(Path& path, TimePoint now, Bytes* lost_bytes,
         on_packet_lost(path, p);
         continue;
       }
-      path.loss_time = p.sent_time + loss_delay;
+      path.loss_time = ref_time + loss_delay;
       stop = pn;
       stopped = true;
       break;
@@ -287,11 +312,12 @@ void Connection::on_pto(Path& path, TimePoint now) {
   ++stats_.ptos;
   ++path.stats.ptos;
   path.probes_pending = 1;
+  path.fec->flush();              // a block waiting for more sources sends its repair now
   if (has_stream_data()) return;  // the probe carries new or already-lost data
   // Tail-loss probe: resend the data of the newest packet still in flight.
   for (uint64_t pn = path.next_pn; pn > path.first_pn; --pn) {
     SentPacket& p = path.sent(pn - 1);
-    if (p.state != PacketState::kInFlight) continue;
+    if (p.state != PacketState::kInFlight || p.fec_repair) continue;
     for (uint8_t i = 0; i < p.nframes; ++i) {
       const SentFrame& f = p.frames[i];
       Stream& s = *streams_[f.slot];
@@ -416,6 +442,7 @@ TimePoint Connection::next_timeout() const noexcept {
       t = std::min(t, path.last_ack_eliciting_sent + backed_off_pto(path));
       t = std::min(t, down_deadline(path));
     }
+    if (path.fec->repair_due()) t = std::min(t, path.pacer.release_time());
     if (data && !path.held &&
         (path.bytes_in_flight == 0 ||
          path.bytes_in_flight + cfg_.max_datagram <= path.cc->cwnd())) {

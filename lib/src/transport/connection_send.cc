@@ -150,7 +150,13 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   const uint64_t pn = path.next_pn;
   SentPacket& sp = path.sent(pn);
   sp = SentPacket{};
-  wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
+  // A FEC source packet leaves room for its FEC_SOURCE frame and for what a
+  // repair symbol carries beyond its frames, so that symbol fits a datagram.
+  FecCoder& fec = *path.fec;
+  const bool coding = fec.coding() && !fec.repair_due() && (allow_data || probe) && !closed_ &&
+                      path.state == PathState::kUp;
+  const size_t frame_room = cap - wire::kOverhead - (coding ? kFecRepairExtra : 0);
+  wire::FrameWriter w(out.data + wire::kHeaderSize, frame_room + (coding ? kFecSourceReserve : 0));
   bool eliciting = false;
   bool retx = false;
   Bytes elided = 0;
@@ -201,7 +207,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
     while (sp.nframes < kMaxFramesPerPacket) {
       // Elided payload still counts toward the datagram's size on the wire.
       const size_t used = w.size() + elided;
-      const size_t budget = cap - wire::kOverhead > used ? cap - wire::kOverhead - used : 0;
+      const size_t budget = frame_room > used ? frame_room - used : 0;
       if (!write_stream_frame(w, sp, budget, &retx, &elided)) break;
       eliciting = true;
     }
@@ -211,14 +217,57 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
     eliciting = true;
   }
   if (w.size() == 0) return 0;
+  if (coding && sp.nframes > 0 && fec.fits(w.size())) {
+    // A FEC source packet: its symbol is its packet number and the frames
+    // so far; the FEC_SOURCE frame after them says where it belongs.
+    uint32_t block = 0;
+    uint8_t index = 0;
+    fec.next_source(&block, &index);
+    const size_t symbol = w.size();
+    w.fec_source(block, index);
+    fec.add_source(pn, out.data + wire::kHeaderSize, symbol, elided);
+    sp.fec_source = true;
+    sp.fec_block = block;
+    ++stats_.fec_source_packets;
+  }
+  return finish_packet(out, path, sp, w.size(), elided, eliciting, retx, now);
+}
 
+size_t Connection::build_repair_packet(OutDatagram& out, Path& path, TimePoint now) {
+  const size_t cap =
+      cfg_.elide_payload ? cfg_.max_datagram : std::min<size_t>(out.capacity, cfg_.max_datagram);
+  const size_t need = wire::kOverhead + path.fec->repair_frame_size();
+  if (need > cap || need > out.capacity) {
+    // Source packets leave room for their repair, so only a caller's buffer
+    // below max_datagram gets here: the block goes unprotected, and
+    // retransmission covers it.
+    path.fec->abandon_repair();
+    return 0;
+  }
+  if (path.next_pn - path.first_pn >= path.sent_ring.size()) grow_sent_ring(path);
+  const uint64_t pn = path.next_pn;
+  SentPacket& sp = path.sent(pn);
+  sp = SentPacket{};
+  sp.fec_repair = true;
+  wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
+  const size_t extra = path.fec->write_repair(w, pn, now);
+  const size_t len = finish_packet(out, path, sp, w.size(), extra, true, false, now);
+  ++stats_.fec_repair_sent;
+  stats_.fec_repair_bytes += out.wire_len;
+  return len;
+}
+
+size_t Connection::finish_packet(OutDatagram& out, Path& path, SentPacket& sp, size_t frames_len,
+                                 Bytes elided, bool eliciting, bool retx, TimePoint now) {
+  const uint64_t pn = path.next_pn;
+  const bool up = path.state == PathState::kUp;
   wire::Header h;
   h.flags = wire::kTypeData | (cfg_.elide_payload ? wire::kFlagElided : 0);
   h.path = static_cast<uint8_t>(path.id.index);
   h.connection_id = cfg_.connection_id;
   h.packet_number = pn;
   wire::write_header(out.data, h);
-  const size_t body = wire::kHeaderSize + w.size();
+  const size_t body = wire::kHeaderSize + frames_len;
   std::memset(out.data + body, 0, wire::kTagSize);
   if (cfg_.integrity_check) wire::put_u32(out.data + body, wire::crc32c(out.data, body));
   out.len = static_cast<uint32_t>(body + wire::kTagSize);
@@ -249,6 +298,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   ++path.ack_eliciting_in_flight;
   path.last_ack_eliciting_sent = now;
   path.idle_reported = false;
+  path.fec->on_sent();
   if (retx) {
     ++stats_.retransmitted_packets;
     ++path.stats.retransmitted_packets;
@@ -332,6 +382,23 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
   for (const auto& pp : paths_) pp->held = false;
   while (n < out.size()) {
     if (closed_ && !close_pending_) break;
+    // FEC: a block ends early when no more stream data is coming (the tail
+    // of a message); its repair goes before new data, paced, beside cwnd
+    // (the policy caps it at a small share).
+    Path* repair = nullptr;
+    for (const auto& pp : paths_) {
+      Path& rp = *pp;
+      if (!has_stream_data()) rp.fec->flush();
+      if (rp.fec->repair_due() && rp.state == PathState::kUp && !closed_ && rp.pacer.ready(now)) {
+        repair = &rp;
+        break;
+      }
+    }
+    if (repair != nullptr) {
+      if (build_repair_packet(out[n], *repair, now) == 0) break;
+      ++n;
+      continue;
+    }
     Path* path = pick_data_path(now);
     const bool allow = path != nullptr;
     if (path == nullptr) path = pick_control_path(now);

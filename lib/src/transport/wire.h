@@ -48,6 +48,8 @@ enum FrameType : uint8_t {
   kFrameMaxData = 0x10,
   kFrameMaxStreamData = 0x11,
   kFrameClose = 0x1c,
+  kFrameFecSource = 0x20,  ///< this packet is a source symbol of a FEC block
+  kFrameRepair = 0x21,     ///< a repair symbol of a FEC block
 };
 
 inline constexpr size_t kStreamFrameOverhead = 1 + 8 + 8 + 2;
@@ -55,6 +57,10 @@ inline constexpr size_t kMaxDataFrameSize = 1 + 8;
 inline constexpr size_t kMaxStreamDataFrameSize = 1 + 8 + 8;
 inline constexpr size_t kCloseFrameSize = 1 + 2;
 inline constexpr uint32_t kMaxStreamFrameData = 0xffff;
+/// FEC_SOURCE: type | block u32 | index u8.
+inline constexpr size_t kFecSourceFrameSize = 1 + 4 + 1;
+/// REPAIR: type | block u32 | k u8 | m u8 | index u8 | length u16 | symbol.
+inline constexpr size_t kRepairFrameOverhead = 1 + 4 + 1 + 1 + 1 + 2;
 
 inline constexpr int kMaxAckRanges = 32;
 /// Size of an ACK frame with `ranges` ranges.
@@ -87,6 +93,17 @@ struct AckFrame {
   uint64_t ce_count = 0;  ///< cumulative ECN-CE marks seen by the receiver
   int range_count = 0;
   PnRange ranges[kMaxAckRanges];
+};
+
+/// A repair symbol: the block's k sources and m repair symbols, which one this
+/// is, and its bytes (always carried, also in ELIDED packets).
+struct RepairFrame {
+  uint32_t block = 0;
+  uint8_t k = 0;
+  uint8_t m = 0;
+  uint8_t index = 0;
+  uint16_t length = 0;
+  const uint8_t* data = nullptr;
 };
 
 struct StreamFrame {
@@ -179,6 +196,25 @@ class FrameWriter {
     return p_ + pos_;
   }
   void commit_stream_data(size_t placed) { pos_ += placed; }
+  void fec_source(uint32_t block, uint8_t index) {
+    p_[pos_] = kFrameFecSource;
+    put_u32(p_ + pos_ + 1, block);
+    p_[pos_ + 5] = index;
+    pos_ += kFecSourceFrameSize;
+  }
+  /// Writes a REPAIR frame header; the caller copies `length` bytes to the
+  /// returned pointer (the frame's size includes them).
+  uint8_t* repair(uint32_t block, uint8_t k, uint8_t m, uint8_t index, uint16_t length) {
+    uint8_t* q = p_ + pos_;
+    q[0] = kFrameRepair;
+    put_u32(q + 1, block);
+    q[5] = k;
+    q[6] = m;
+    q[7] = index;
+    put_u16(q + 8, length);
+    pos_ += kRepairFrameOverhead + length;
+    return q + kRepairFrameOverhead;
+  }
   void ack(const AckFrame& a) {
     uint8_t* q = p_ + pos_;
     if (a.path == 0) {
@@ -219,6 +255,8 @@ class FrameWriter {
 /// Parses the frames of one packet, calling v.on_*(...) for each. Returns
 /// false at the first malformed frame. Callers run it once with a validating
 /// visitor and once with the applying one so a bad packet changes nothing.
+/// FEC frames go to v.on_fec_source(block, index, offset of the frame in `p`)
+/// and v.on_repair(frame) when the visitor has them, and are skipped when not.
 template <typename Visitor>
 bool parse_frames(const uint8_t* p, size_t len, bool elided, Visitor& v) {
   size_t i = 0;
@@ -301,6 +339,30 @@ bool parse_frames(const uint8_t* p, size_t len, bool elided, Visitor& v) {
         if (!v.on_close(get_u16(p + i + 1))) return false;
         i += kCloseFrameSize;
         break;
+      case kFrameFecSource: {
+        if (len - i < kFecSourceFrameSize) return false;
+        if constexpr (requires { v.on_fec_source(uint32_t{}, uint8_t{}, size_t{}); }) {
+          if (!v.on_fec_source(get_u32(p + i + 1), p[i + 5], i)) return false;
+        }
+        i += kFecSourceFrameSize;
+        break;
+      }
+      case kFrameRepair: {
+        if (len - i < kRepairFrameOverhead) return false;
+        RepairFrame r;
+        r.block = get_u32(p + i + 1);
+        r.k = p[i + 5];
+        r.m = p[i + 6];
+        r.index = p[i + 7];
+        r.length = get_u16(p + i + 8);
+        if (len - i - kRepairFrameOverhead < r.length) return false;
+        r.data = p + i + kRepairFrameOverhead;
+        if constexpr (requires { v.on_repair(r); }) {
+          if (!v.on_repair(r)) return false;
+        }
+        i += kRepairFrameOverhead + r.length;
+        break;
+      }
       default:
         return false;
     }
