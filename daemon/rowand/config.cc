@@ -817,6 +817,62 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
   r.finish();
 }
 
+// peer.endpoints: the peer's address on each of its links, in the order of
+// `links`, the first being `endpoint`; each unique across the peers (a shared
+// socket tells its peers apart by them, wan_link_mux.h).
+void read_peer_endpoints(TableReader& r, PeerConfig& peer, const WanConfig& wan,
+                         std::vector<std::pair<SockAddr, Pos>>& seen) {
+  const toml::node* en = r.get("endpoints");
+  if (en == nullptr) return;
+  if (!en->is_array()) return r.wrong_type(*en, "endpoints", "an array of ADDRESS[:PORT]");
+  const toml::array& arr = *en->as_array();
+  if (arr.size() != peer.links.size()) {
+    return r.error(en, "endpoints",
+                   fmt::format("has {} entries but the peer has {} links ({}); give one per link, "
+                               "in the order of links",
+                               arr.size(), peer.links.size(), fmt::join(peer.links, ", ")));
+  }
+  std::vector<SockAddr> out;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const toml::node& e = *arr.get(i);
+    const auto a = e.is_string() ? parse_sockaddr(e.as_string()->get(), kDefaultWanPort)
+                                 : std::optional<SockAddr>{};
+    if (!a) {
+      r.error(&e, "endpoints", "an entry is not ADDRESS[:PORT] (e.g. \"198.19.1.2:47910\")");
+      return;
+    }
+    const WanLinkConfig* link = nullptr;
+    for (const auto& l : wan.links) {
+      if (l.name == peer.links[i]) link = &l;
+    }
+    if (i == 0 && !(*a == peer.endpoint)) {
+      r.error(&e, "endpoints",
+              fmt::format("the first entry ({}) must be the endpoint, {}", a->to_string(),
+                          peer.endpoint.to_string()));
+      return;
+    }
+    if (link != nullptr && link->bind.addr.version != a->addr.version) {
+      r.error(&e, "endpoints",
+              fmt::format("{} is IPv{} but link {} binds IPv{}", a->to_string(), a->addr.version,
+                          quote_text(link->name), link->bind.addr.version));
+      return;
+    }
+    if (i > 0) {
+      for (const auto& [other, where] : seen) {
+        if (other == *a) {
+          r.error(&e, "endpoints",
+                  fmt::format("{} is already the endpoint of the peer at {}", a->to_string(),
+                              at(where)));
+          return;
+        }
+      }
+      seen.emplace_back(*a, pos_of(e));
+    }
+    out.push_back(*a);
+  }
+  peer.endpoints = std::move(out);
+}
+
 void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<PeerPos>& peer_pos,
                 const WanConfig& wan, bool insecure, Errors& errors) {
   std::map<std::string, Pos> seen;
@@ -902,6 +958,7 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
                                peer.endpoint.addr.version, peer.endpoint.to_string()));
       }
     }
+    read_peer_endpoints(r, peer, wan, endpoints);
     if (const std::string* s = r.string_node("public_key", &n); s == nullptr) {
       if (!insecure && r.get("public_key") == nullptr) {
         errors.add(pp.table,
@@ -1094,10 +1151,11 @@ void read_log(TableReader& root, LogConfig& log, Errors& errors) {
 }
 
 // What rowand opens for each peer (gateway.cc): the socket or DPDK port of the
-// peer's first link. Two peers on one link would bind the same address and
-// port (udp: EADDRINUSE at start-up) or share a port that answers one peer
-// (dpdk); a dpdk link carries IPv4 only, an MTU up to 9000, and reaches its
-// peer on its subnet or through next_hop (dpdk_wan_io.cc).
+// peer's first link. Peers on one UDP link share its socket
+// (wan_link_mux.h), so they must differ in endpoint (checked in read_peers);
+// a dpdk link's port answers one peer, so two peers on it are an error. A
+// dpdk link carries IPv4 only, an MTU up to 9000, and reaches its peer on
+// its subnet or through next_hop (dpdk_wan_io.cc).
 void check_peer_links(const GatewayConfig& cfg, const std::vector<PeerPos>& peer_pos,
                       Errors& errors) {
   std::map<std::string, size_t> first_user;  // link name -> index of the first peer on it
@@ -1107,16 +1165,14 @@ void check_peer_links(const GatewayConfig& cfg, const std::vector<PeerPos>& peer
     const WanLinkConfig* link = cfg.find_link(p.links.front());
     if (link == nullptr) continue;
     auto [it, fresh] = first_user.emplace(link->name, i);
-    if (!fresh) {
+    if (!fresh && link->backend == WanBackend::kDpdk) {
       const PeerConfig& other = cfg.peers[it->second];
-      errors.add(
-          peer_pos[i].table,
-          fmt::format(
-              "peer {}: would bind the same {} as peer {} (at {}): link {} ({}); "
-              "rowand opens one per peer, so give each peer its own [[wan.link]]",
-              quote_text(p.name), link->backend == WanBackend::kDpdk ? "DPDK port" : "UDP socket",
-              quote_text(other.name), at(peer_pos[it->second].table), quote_text(link->name),
-              link->backend == WanBackend::kDpdk ? link->device : link->bind.to_string()));
+      errors.add(peer_pos[i].table,
+                 fmt::format("peer {}: would share the DPDK port of link {} ({}) with peer {} (at "
+                             "{}); a dpdk link carries one peer, so give each its own "
+                             "[[wan.link]] or use backend = \"udp\", whose socket peers share",
+                             quote_text(p.name), quote_text(link->name), link->device,
+                             quote_text(other.name), at(peer_pos[it->second].table)));
     }
     if (link->backend != WanBackend::kDpdk || p.endpoint.addr.version == 0) continue;
     if (p.endpoint.addr.version != 4) {
@@ -1385,6 +1441,11 @@ toml::array peers_array(const std::vector<PeerConfig>& peers) {
   for (const auto& p : peers) {
     toml::table t{
         {"name", p.name}, {"endpoint", p.endpoint.to_string()}, {"links", string_array(p.links)}};
+    if (!p.endpoints.empty()) {
+      toml::array e;
+      for (const auto& x : p.endpoints) e.push_back(x.to_string());
+      t.insert("endpoints", std::move(e));
+    }
     if (!p.public_key.empty()) t.insert("public_key", p.public_key);
     a.push_back(std::move(t));
   }

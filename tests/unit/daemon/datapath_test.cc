@@ -8,19 +8,24 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "config.h"
+#include "crypto/keys.h"
 #include "distributor.h"
 #include "flow_table.h"
 #include "gateway.h"
 #include "memory_site_io.h"
 #include "shard.h"
 #include "test_frames.h"
+#include "tools/temp_dir.h"
 
 namespace rowan::gw {
 namespace {
@@ -261,6 +266,150 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   const auto status = a.snapshot("status", Duration::zero());
   EXPECT_EQ(status["worker"]["rx_packets"], 2u);
   EXPECT_EQ(status["worker"]["active_flows"], 1u);
+}
+
+// Site `n` (1, 2, 3: 198.18.n.0/24) on one UDP link at `port`, with a
+// peer and a route per entry of `peers` (site number, its port).
+GatewayConfig site_config(int n, uint16_t port, const std::vector<std::pair<int, uint16_t>>& peers,
+                          const std::string& key_dir) {
+  const bool secure = !key_dir.empty();
+  std::string text = "[local]\ndevice = \"mem0\"\naddress = \"198.18." + std::to_string(n) +
+                     ".1\"\nprefix_len = 24\n";
+  text += secure ? "private_key_file = \"" + key_dir + "/" + std::to_string(n) + ".key\"\n"
+                 : "insecure = true\n";
+  text += "\n[[wan.link]]\nname = \"wan0\"\nbind = \"127.0.0.1:" + std::to_string(port) +
+          "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n";
+  for (const auto& [m, peer_port] : peers) {
+    text += "[[peer]]\nname = \"site-" + std::to_string(m) +
+            "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n";
+    if (secure) {
+      text += "public_key = \"" +
+              crypto::key_to_base64(crypto::public_key(
+                  crypto::load_private_key_file(key_dir + "/" + std::to_string(m) + ".key"))) +
+              "\"\n";
+    }
+    text += "\n[[route]]\nprefix = \"198.18." + std::to_string(m) + ".0/24\"\npeer = \"site-" +
+            std::to_string(m) + "\"\n\n";
+  }
+  text += "[metrics]\nenabled = false\n";
+  return parse_config(text, "gw-" + std::to_string(n) + ".toml");
+}
+
+MacBytes gw_mac(int n) { return {0x02, 0, 0, 0, static_cast<uint8_t>(n), 0x01}; }
+MacBytes host_mac(int n) { return {0x02, 0, 0, 0, static_cast<uint8_t>(n), 0x10}; }
+uint32_t host_ip(int n) { return 0xC6120000u | (static_cast<uint32_t>(n) << 8) | 10; }
+
+// Three sites in a triangle where gateway 1 reaches sites 2 and 3 through
+// one socket (its only link): every host's packets reach both other hosts,
+// byte for byte, and a datagram for no known connection is counted, on
+// plaintext links (sorted by connection id) and encrypted ones (by source).
+void three_sites(bool secure) {
+  const auto base = static_cast<uint16_t>(30000 + (getpid() % 3000) * 3);
+  std::string key_dir;
+  std::unique_ptr<test::TempDir> dir;
+  if (secure) {
+    dir = std::make_unique<test::TempDir>("three-sites");
+    key_dir = dir->path();
+    for (int n = 1; n <= 3; ++n) {
+      const std::string path = key_dir + "/" + std::to_string(n) + ".key";
+      std::ofstream(path) << crypto::key_to_base64(crypto::generate_private_key()) << "\n";
+      std::filesystem::permissions(
+          path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    }
+  }
+  const uint16_t p1 = base, p2 = base + 1, p3 = base + 2;
+  std::vector<std::unique_ptr<MemorySiteIo>> io;
+  for (int n = 1; n <= 3; ++n) {
+    io.push_back(std::make_unique<MemorySiteIo>(g_pool, "mem-" + std::to_string(n), gw_mac(n)));
+  }
+  MonotonicClock clock;
+  std::vector<std::unique_ptr<Gateway>> gw;
+  gw.push_back(
+      std::make_unique<Gateway>(site_config(1, p1, {{2, p2}, {3, p3}}, key_dir), *io[0], clock));
+  gw.push_back(
+      std::make_unique<Gateway>(site_config(2, p2, {{1, p1}, {3, p3}}, key_dir), *io[1], clock));
+  gw.push_back(
+      std::make_unique<Gateway>(site_config(3, p3, {{1, p1}, {2, p2}}, key_dir), *io[2], clock));
+  // Each site's host sends to both others; 3 frames a direction.
+  std::map<int, std::vector<std::vector<uint8_t>>> sent;  // by destination site
+  for (int from = 1; from <= 3; ++from) {
+    for (int to = 1; to <= 3; ++to) {
+      if (to == from) continue;
+      for (uint32_t k = 0; k < 3; ++k) {
+        auto f = frame4(host_ip(from), host_ip(to), 17, static_cast<uint16_t>(40000 + from), 9, 0,
+                        0, gw_mac(from), host_mac(from), 100 + 10 * k + to);
+        ASSERT_TRUE(io[from - 1]->inject(f));
+        sent[to].push_back(f);
+      }
+    }
+  }
+  std::map<int, std::vector<std::vector<uint8_t>>> got;
+  auto all_in = [&] {
+    for (int n = 1; n <= 3; ++n) {
+      if (got[n].size() < sent[n].size()) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 40000 && !all_in(); ++i) {
+    const TimePoint now = clock.now();
+    for (auto& g : gw) g->poll(now);
+    for (int n = 1; n <= 3; ++n) {
+      for (auto& f : io[n - 1]->take_sent()) {
+        if (f[12] == 0x08 && f[13] == 0x06) {  // the gateway asks for its host
+          ASSERT_TRUE(
+              io[n - 1]->inject(arp(2, host_mac(n), host_ip(n),
+                                    0xC6120001u | (static_cast<uint32_t>(n) << 8), gw_mac(n))));
+        } else {
+          got[n].push_back(std::move(f));
+        }
+      }
+    }
+    usleep(100);
+  }
+  for (int n = 1; n <= 3; ++n) {
+    ASSERT_EQ(got[n].size(), sent[n].size()) << "site " << n;
+    // Per source a flow, in order; compare the IP packets as multisets.
+    std::multiset<std::vector<uint8_t>> want, have;
+    for (const auto& f : sent[n]) want.emplace(f.begin() + 14, f.end());
+    for (const auto& f : got[n]) have.emplace(f.begin() + 14, f.end());
+    EXPECT_EQ(have, want) << "site " << n;
+  }
+  for (auto& g : gw) EXPECT_EQ(g->counters().drops[static_cast<size_t>(Drop::kNoRoute)], 0u);
+  // Every gateway sees both peers over its one link.
+  gw[0]->publish(clock.now());
+  const auto links = gw[0]->snapshot("links", Duration::zero());
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0]["bind"], links[1]["bind"]);
+  EXPECT_EQ(links[0]["shared_by"], 2u);
+  EXPECT_GT(links[1]["rx_packets"].get<uint64_t>(), 0u);
+  // A stranger on gateway 1's socket is dropped and counted.
+  io::UdpUringOptions o;
+  o.bind = io::UdpEndpoint::parse("127.0.0.1:" + std::to_string(base + 2900));
+  o.peer = io::UdpEndpoint::parse("127.0.0.1:" + std::to_string(p1));
+  io::UdpUringIo stranger(o);
+  std::vector<uint8_t> junk(64, 0);
+  junk[0] = 1;
+  const io::TxDatagram t{junk.data(), static_cast<uint32_t>(junk.size())};
+  ASSERT_EQ(stranger.send_burst(std::span(&t, 1), clock.now()), 1u);
+  const char* reason = secure ? "unknown_source" : "unknown_connection";
+  uint64_t dropped = 0;
+  for (int i = 0; i < 2000 && dropped == 0; ++i) {
+    gw[0]->poll(clock.now());
+    gw[0]->publish(clock.now());
+    dropped = gw[0]->snapshot("links", Duration::zero())[0]["demux_drops"][reason];
+    usleep(200);
+  }
+  EXPECT_EQ(dropped, 1u);
+}
+
+TEST(Forwarding, ThreeSitesTwoPeersOnOneSocketPlaintext) {
+  NEED_EAL();
+  three_sites(false);
+}
+
+TEST(Forwarding, ThreeSitesTwoPeersOnOneSocketEncrypted) {
+  NEED_EAL();
+  three_sites(true);
 }
 
 // The flow table (tagged open addressing, backward-shift deletion): every
