@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -174,6 +175,9 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
   clock_gettime(CLOCK_REALTIME, &wall);
   const Duration wall_offset =
       Duration::from_ns(static_cast<int64_t>(wall.tv_sec) * 1000000000 + wall.tv_nsec - now.ns());
+  // One incarnation for every path's session: the peer must see one process.
+  std::random_device rd;
+  while (incarnation_ == 0) incarnation_ = (uint64_t{rd()} << 32) | rd();
   for (const PeerConfig& pc : cfg_.peers) {
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
@@ -285,6 +289,7 @@ PeerPath Gateway::open_path(const PeerConfig& pc, size_t i, const crypto::Key& p
     so.peer_public = *peer_key;
     so.wall_offset = wall_offset;
     so.keepalive = PeerHealth::kKeepalive;
+    so.incarnation = incarnation_;
     path.secure = std::make_unique<crypto::SecureIo>(*path.wan, so, now);
     path.wan = path.secure.get();
   }
@@ -316,10 +321,18 @@ void Gateway::open_transport(PeerState& p, TimePoint now) {
   tc.recv_window_bdp = cfg_.wan.recv_window_bdp;
   tc.max_streams = cfg_.wan.max_flows;
   tc.max_pto = PeerHealth::kMaxProbeTimeout;
+  // One transport path per link, numbered as the peer numbers them.
+  if (p.paths.size() > 1) {
+    for (const PeerPath& path : p.paths) {
+      tc.paths.push_back(transport::PathConfig{path.link->rate, path.link->rtt});
+      tc.max_datagram = std::min(tc.max_datagram, path.wan->max_datagram());
+    }
+  }
   p.path_io.clear();
   for (const PeerPath& path : p.paths) p.path_io.push_back(path.wan);
   auto conn = std::make_unique<transport::Connection>(tc, clock_, now);
-  auto driver = std::make_unique<transport::Driver>(*conn, *p.path_io.front(), 32, &clock_);
+  auto driver = std::make_unique<transport::Driver>(
+      *conn, std::span<io::PacketIo* const>(p.path_io), 32, &clock_);
   p.driver = std::move(driver);
   p.conn = std::move(conn);
 }

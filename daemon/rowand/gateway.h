@@ -296,6 +296,7 @@ class Gateway {
   /// Builds a peer's connection and driver over its paths.
   void open_transport(PeerState& p, TimePoint now);
   nlohmann::ordered_json make_snapshot(TimePoint now) const;
+  nlohmann::ordered_json path_summary(const PeerState& p) const;
   nlohmann::ordered_json link_view(const PeerState& p, const PeerPath& path, TimePoint now) const;
   nlohmann::ordered_json render_flows() const;                 ///< control thread, under snap_mu_
   void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< gateway_metrics.cc
@@ -315,6 +316,8 @@ class Gateway {
   /// The one UDP socket every peer's datagrams arrive on, if there is one
   /// (idle_wait sleeps on it); null otherwise.
   io::UdpUringIo* sole_socket_ = nullptr;
+  /// What this worker's link-security handshakes announce (every path's).
+  uint64_t incarnation_ = 0;
   FlowTable flows_;
   NeighborTable neigh_;
   GatewayCounters ctr_;

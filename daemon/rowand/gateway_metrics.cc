@@ -118,6 +118,31 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
       pm.link_rx_wrong_source = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
     }
     m.peers.push_back(std::move(pm));
+    for (uint16_t i = 0; i < p.paths.size(); ++i) {
+      const transport::PathStats& ps = p.conn->path_stats(transport::PathId{i});
+      PathMetrics path;
+      path.peer = p.cfg.name;
+      path.link = p.paths[i].link->name;
+      path.path = i;
+      path.up = ps.state == transport::PathState::kUp;
+      path.link_rate = p.paths[i].link->rate;
+      path.link_rtt = p.paths[i].link->rtt;
+      path.srtt = ps.srtt;
+      path.min_rtt = ps.min_rtt;
+      path.cwnd = ps.cwnd;
+      path.pacing_rate = ps.pacing_rate;
+      path.inflight = ps.bytes_in_flight;
+      path.sent_packets = ps.packets_sent;
+      path.sent_bytes = ps.bytes_sent;
+      path.received_packets = ps.packets_received;
+      path.received_bytes = ps.bytes_received;
+      path.lost_packets = ps.lost_packets;
+      path.retransmitted_packets = ps.retransmitted_packets;
+      path.ptos = ps.ptos;
+      path.downs = ps.downs;
+      path.ups = ps.ups;
+      m.paths.push_back(std::move(path));
+    }
   }
 
   if (worker_.reports_port) {  // the port is one, however many workers read it

@@ -24,6 +24,24 @@ std::string mac_text(const Mac& m) {
 
 // One path of a peer as `rowanctl links` lists it: the link, its socket or
 // port and the counters of what crossed it.
+// A peer's paths as `rowanctl peers` shows them: link, state, RTT, cwnd.
+nlohmann::ordered_json Gateway::path_summary(const PeerState& p) const {
+  using J = nlohmann::ordered_json;
+  J out = J::array();
+  for (uint16_t i = 0; i < p.paths.size(); ++i) {
+    const transport::PathStats& s = p.conn->path_stats(transport::PathId{i});
+    out.push_back(J{{"path", i},
+                    {"link", p.paths[i].link->name},
+                    {"endpoint", p.paths[i].endpoint.to_string()},
+                    {"state", transport::to_string(s.state)},
+                    {"srtt_s", s.srtt.seconds()},
+                    {"cwnd_bytes", s.cwnd},
+                    {"bytes_sent", s.bytes_sent},
+                    {"bytes_received", s.bytes_received}});
+  }
+  return out;
+}
+
 nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& path,
                                           TimePoint now) const {
   using J = nlohmann::ordered_json;
@@ -46,6 +64,24 @@ nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& pa
       {"rx_wrong_source", path.io ? path.io->udp_stats().rx_wrong_source : 0},
       {"tx_errors", path.io ? path.io->udp_stats().tx_errors : 0},
       {"shared_by", path.shared ? path.shared->mux().ports().size() : 1}};
+  // The transport's view of the path (transport/connection.h PathStats).
+  const auto index = static_cast<uint16_t>(&path - p.paths.data());
+  const transport::PathStats& s = p.conn->path_stats(transport::PathId{index});
+  v["state"] = transport::to_string(s.state);
+  v["srtt_s"] = s.srtt.seconds();
+  v["min_rtt_s"] = s.min_rtt.seconds();
+  v["cwnd_bytes"] = s.cwnd;
+  v["pacing_rate_bps"] = s.pacing_rate.bps();
+  v["bytes_in_flight"] = s.bytes_in_flight;
+  v["packets_sent"] = s.packets_sent;
+  v["bytes_sent"] = s.bytes_sent;
+  v["packets_received"] = s.packets_received;
+  v["bytes_received"] = s.bytes_received;
+  v["bytes_acked"] = s.bytes_acked;
+  v["lost_packets"] = s.lost_packets;
+  v["retransmitted_packets"] = s.retransmitted_packets;
+  v["downs"] = s.downs;
+  v["ups"] = s.ups;
   if (path.secure) v["session"] = path.secure->peer_up(now) ? "up" : "down";
   if (path.shared != nullptr) {  // wan_link_mux.h: the socket's, for every peer on it
     const UdpLinkMux& mux = path.shared->mux();
@@ -77,6 +113,19 @@ void Gateway::publish(TimePoint now) {
   // The peers' events, logged here (every 100 ms) rather than on the packet path.
   for (auto& pp : peers_) {
     PeerState& p = *pp;
+    transport::PathEvent ev;
+    while (p.conn->next_path_event(&ev)) {
+      if (ev.path.index >= p.paths.size()) continue;
+      const bool up = ev.state == transport::PathState::kUp;
+      for (const PeerEvents::Line& line :
+           p.events.path_event(ev.path.index, p.paths[ev.path.index].link->name, up, now)) {
+        if (line.level == PeerEvents::Level::kWarn) {
+          spdlog::warn("{}", line.text);
+        } else {
+          spdlog::info("{}", line.text);
+        }
+      }
+    }
     PeerEvents::Observation o;
     o.up = p.health.up();
     o.seen = p.health.seen();
@@ -175,6 +224,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
         {"name", p.cfg.name},
         {"endpoint", p.cfg.endpoint.to_string()},
         {"link", p.link().name},
+        {"paths", path_summary(p)},
         {"state", up ? "up" : (p.health.seen() ? "down" : "waiting")},
         {"outages", p.health.outages()},
         {"outage_seconds_total", (p.health.outage_total() + p.health.down_for(now)).seconds()},

@@ -299,6 +299,16 @@ MacBytes gw_mac(int n) { return {0x02, 0, 0, 0, static_cast<uint8_t>(n), 0x01}; 
 MacBytes host_mac(int n) { return {0x02, 0, 0, 0, static_cast<uint8_t>(n), 0x10}; }
 uint32_t host_ip(int n) { return 0xC6120000u | (static_cast<uint32_t>(n) << 8) | 10; }
 
+// Writes private keys 1.key .. N.key into `dir` (mode 0600).
+void write_keys(const std::string& dir, int n) {
+  for (int k = 1; k <= n; ++k) {
+    const std::string path = dir + "/" + std::to_string(k) + ".key";
+    std::ofstream(path) << crypto::key_to_base64(crypto::generate_private_key()) << "\n";
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+}
+
 // Three sites in a triangle where gateway 1 reaches sites 2 and 3 through
 // one socket (its only link): every host's packets reach both other hosts,
 // byte for byte, and a datagram for no known connection is counted, on
@@ -310,12 +320,7 @@ void three_sites(bool secure) {
   if (secure) {
     dir = std::make_unique<test::TempDir>("three-sites");
     key_dir = dir->path();
-    for (int n = 1; n <= 3; ++n) {
-      const std::string path = key_dir + "/" + std::to_string(n) + ".key";
-      std::ofstream(path) << crypto::key_to_base64(crypto::generate_private_key()) << "\n";
-      std::filesystem::permissions(
-          path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-    }
+    write_keys(key_dir, 3);
   }
   const uint16_t p1 = base, p2 = base + 1, p3 = base + 2;
   std::vector<std::unique_ptr<MemorySiteIo>> io;
@@ -410,6 +415,108 @@ TEST(Forwarding, ThreeSitesTwoPeersOnOneSocketPlaintext) {
 TEST(Forwarding, ThreeSitesTwoPeersOnOneSocketEncrypted) {
   NEED_EAL();
   three_sites(true);
+}
+
+// Site `n`'s gateway over two links (127.0.0.1:port and :port + 2) to its
+// peer at peer_port and peer_port + 2: one connection, a path per link.
+GatewayConfig two_link_config(int n, uint16_t port, uint16_t peer_port,
+                              const std::string& key_dir) {
+  const int m = 3 - n;
+  auto at = [](uint16_t p) { return "\"127.0.0.1:" + std::to_string(p) + "\""; };
+  auto key = [&](int k) { return key_dir + "/" + std::to_string(k) + ".key"; };
+  const std::string security =
+      key_dir.empty() ? "insecure = true\n" : "private_key_file = \"" + key(n) + "\"\n";
+  const std::string peer_key =
+      key_dir.empty()
+          ? ""
+          : "public_key = \"" +
+                crypto::key_to_base64(crypto::public_key(crypto::load_private_key_file(key(m)))) +
+                "\"\n";
+  const std::string text =
+      "[local]\ndevice = \"mem0\"\naddress = \"198.18." + std::to_string(n) +
+      ".1\"\nprefix_len = 24\n" + security + "\n[[wan.link]]\nname = \"wan0\"\nbind = " + at(port) +
+      "\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n[[wan.link]]\nname = \"wan1\"\nbind = " +
+      at(static_cast<uint16_t>(port + 2)) + "\nrate = \"500mbit\"\nrtt = \"2ms\"\n\n" +
+      "[[peer]]\nname = \"site-" + std::to_string(m) + "\"\nendpoint = " + at(peer_port) +
+      "\nlinks = [\"wan0\", \"wan1\"]\nendpoints = [" + at(peer_port) + ", " +
+      at(static_cast<uint16_t>(peer_port + 2)) + "]\n" + peer_key +
+      "\n[[route]]\nprefix = \"198.18." + std::to_string(m) + ".0/24\"\npeer = \"site-" +
+      std::to_string(m) + "\"\n\n[metrics]\nenabled = false\n";
+  return parse_config(text, "gw-" + std::to_string(n) + ".toml");
+}
+
+// A peer over two links: every frame arrives once, intact, and both paths
+// carried datagrams each way (rowanctl links: one entry per path, up); on
+// encrypted links every path has its own session, and the peer is one
+// process to all of them (no transport reset).
+void two_links(bool secure) {
+  // Each variant its own ports: a closed io_uring socket may linger briefly.
+  const auto base = static_cast<uint16_t>(50000 + (getpid() % 1500) * 8 + (secure ? 4 : 0));
+  std::unique_ptr<test::TempDir> dir;
+  std::string key_dir;
+  if (secure) {
+    dir = std::make_unique<test::TempDir>("two-links");
+    key_dir = dir->path();
+    write_keys(key_dir, 2);
+  }
+  MemorySiteIo site_a(g_pool, "mem-a", gw_mac(1)), site_b(g_pool, "mem-b", gw_mac(2));
+  MonotonicClock clock;
+  Gateway a(two_link_config(1, base, static_cast<uint16_t>(base + 1), key_dir), site_a, clock);
+  Gateway b(two_link_config(2, static_cast<uint16_t>(base + 1), base, key_dir), site_b, clock);
+  constexpr uint32_t kFrames = 600;
+  std::multiset<std::vector<uint8_t>> want, have;
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint32_t k = 0; k < kFrames; ++k) {
+    auto f = frame4(host_ip(1), host_ip(2), 17, static_cast<uint16_t>(41000 + k % 8), 9, 0, 0,
+                    gw_mac(1), host_mac(1), 1000 + k % 50);
+    f[60] = static_cast<uint8_t>(k);
+    f[61] = static_cast<uint8_t>(k >> 8);
+    want.emplace(f.begin() + 14, f.end());
+    frames.push_back(std::move(f));
+  }
+  size_t next = 0;
+  for (int i = 0; i < 40000 && have.size() < kFrames; ++i) {
+    for (int j = 0; j < 32 && next < frames.size(); ++j) ASSERT_TRUE(site_a.inject(frames[next++]));
+    const TimePoint now = clock.now();
+    a.poll(now);
+    b.poll(now);
+    for (auto& f : site_b.take_sent()) {
+      if (f[12] == 0x08 && f[13] == 0x06) {
+        ASSERT_TRUE(site_b.inject(arp(2, host_mac(2), host_ip(2), 0xC6120201u, gw_mac(2))));
+      } else {
+        have.emplace(f.begin() + 14, f.end());
+      }
+    }
+    usleep(50);
+  }
+  EXPECT_EQ(have, want);
+  a.publish(clock.now());
+  const auto links = a.snapshot("links", Duration::zero());
+  ASSERT_EQ(links.size(), 2u) << links.dump();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(links[i]["path"], i);
+    EXPECT_EQ(links[i]["name"], i == 0 ? "wan0" : "wan1");
+    EXPECT_EQ(links[i]["state"], "up");
+    EXPECT_GT(links[i]["packets_sent"].get<uint64_t>(), 0u) << links.dump();
+    EXPECT_GT(links[i]["packets_received"].get<uint64_t>(), 0u) << links.dump();
+  }
+  const auto peers = a.snapshot("peers", Duration::zero());
+  ASSERT_EQ(peers[0]["paths"].size(), 2u) << peers.dump();
+  EXPECT_EQ(peers[0]["paths"][1]["link"], "wan1");
+  if (secure) {
+    EXPECT_EQ(peers[0]["transport_resets"], 0u) << peers.dump();
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(links[i]["session"], "up") << links.dump();
+  }
+}
+
+TEST(Forwarding, APeerOverTwoLinksUsesBothPathsPlaintext) {
+  NEED_EAL();
+  two_links(false);
+}
+
+TEST(Forwarding, APeerOverTwoLinksUsesBothPathsEncrypted) {
+  NEED_EAL();
+  two_links(true);
 }
 
 // The flow table (tagged open addressing, backward-shift deletion): every
