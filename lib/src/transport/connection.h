@@ -434,6 +434,8 @@ class Connection {
   void detect_losses(Path& path, TimePoint now, Bytes* lost_bytes, uint32_t* lost_packets);
   void on_pto(Path& path, TimePoint now);
   void on_rto(Path& path, TimePoint now);
+  /// Declares everything in flight on `path` lost and tells its CC (on_rto).
+  void lose_flight(Path& path, TimePoint now);
   Duration pto_base(const Path& path) const;
   Duration backed_off_pto(const Path& path) const;  ///< pto_base × 2^pto_count, capped by max_pto
   TimePoint down_deadline(const Path& path) const;  ///< infinite when it cannot go down

@@ -304,9 +304,7 @@ void Connection::on_pto(Path& path, TimePoint now) {
   }
 }
 
-void Connection::on_rto(Path& path, TimePoint now) {
-  ++stats_.rtos;
-  ++path.stats.rtos;
+void Connection::lose_flight(Path& path, TimePoint now) {
   for (uint64_t pn = path.first_pn; pn < path.next_pn; ++pn) {
     SentPacket& p = path.sent(pn);
     if (p.state == PacketState::kInFlight) on_packet_lost(path, p);
@@ -314,6 +312,12 @@ void Connection::on_rto(Path& path, TimePoint now) {
   path.unacked_holes.clear();
   path.loss_time = TimePoint::infinite();
   path.cc->on_rto(now);
+}
+
+void Connection::on_rto(Path& path, TimePoint now) {
+  ++stats_.rtos;
+  ++path.stats.rtos;
+  lose_flight(path, now);
   path.probes_pending = 1;
   path.rto_since_ack = true;
 }
@@ -331,16 +335,11 @@ void Connection::declare_down(Path& path, TimePoint now) {
   path.state = PathState::kDown;
   --up_paths_;
   ++path.stats.downs;
-  // Everything in flight on it is resent at once on the surviving paths.
-  for (uint64_t pn = path.first_pn; pn < path.next_pn; ++pn) {
-    SentPacket& p = path.sent(pn);
-    if (p.state == PacketState::kInFlight) on_packet_lost(path, p);
-  }
-  path.unacked_holes.clear();
-  path.loss_time = TimePoint::infinite();
+  // Everything in flight on it is resent at once on the surviving paths; its
+  // controller starts again from its floor when the path is back.
+  lose_flight(path, now);
   path.pto_count = 0;
   path.probes_pending = 0;
-  path.cc->on_rto(now);  // it starts again from the controller's floor when back
   path.probe_interval = pto_base(path);
   path.next_probe = now + path.probe_interval;
   push_path_event(path, now);

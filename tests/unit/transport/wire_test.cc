@@ -8,6 +8,21 @@
 namespace rowan::transport {
 namespace {
 
+// A frame visitor that keeps the ACK it is given and refuses every other frame.
+struct AckCatcher {
+  wire::AckFrame scratch, got;
+  bool on_ping() { return false; }
+  wire::AckFrame& ack_scratch() { return scratch; }
+  bool on_ack(const wire::AckFrame& f) {
+    got = f;
+    return true;
+  }
+  bool on_stream(const wire::StreamFrame&) { return false; }
+  bool on_max_data(uint64_t) { return false; }
+  bool on_max_stream_data(uint64_t, uint64_t) { return false; }
+  bool on_close(uint16_t) { return false; }
+};
+
 TEST(Wire, AckFrameRoundTrip) {
   wire::AckFrame a;
   a.largest = 1000;
@@ -21,19 +36,7 @@ TEST(Wire, AckFrameRoundTrip) {
   wire::FrameWriter w(buf.data(), buf.size());
   w.ack(a);
   ASSERT_EQ(w.size(), buf.size());
-  struct V {
-    wire::AckFrame scratch, got;
-    bool on_ping() { return false; }
-    wire::AckFrame& ack_scratch() { return scratch; }
-    bool on_ack(const wire::AckFrame& f) {
-      got = f;
-      return true;
-    }
-    bool on_stream(const wire::StreamFrame&) { return false; }
-    bool on_max_data(uint64_t) { return false; }
-    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
-    bool on_close(uint16_t) { return false; }
-  } v;
+  AckCatcher v;
   ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
   EXPECT_EQ(v.got.largest, 1000U);
   EXPECT_EQ(v.got.ack_delay_us, 250U);
@@ -59,19 +62,7 @@ TEST(Wire, AckOfAnotherPathCarriesItsIndex) {
   w.ack(a);
   ASSERT_EQ(w.size(), buf.size());
   EXPECT_EQ(buf[0], wire::kFrameAckPath);
-  struct V {
-    wire::AckFrame scratch, got;
-    bool on_ping() { return false; }
-    wire::AckFrame& ack_scratch() { return scratch; }
-    bool on_ack(const wire::AckFrame& f) {
-      got = f;
-      return true;
-    }
-    bool on_stream(const wire::StreamFrame&) { return false; }
-    bool on_max_data(uint64_t) { return false; }
-    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
-    bool on_close(uint16_t) { return false; }
-  } v;
+  AckCatcher v;
   ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
   EXPECT_EQ(v.got.path, 9);
   EXPECT_EQ(v.got.largest, 77U);
