@@ -20,6 +20,17 @@ std::string mac_text(const Mac& m) {
                      m[5]);
 }
 
+// A peer's event lines into the log (publish, never the packet path).
+void log_lines(const std::vector<PeerEvents::Line>& lines) {
+  for (const PeerEvents::Line& line : lines) {
+    if (line.level == PeerEvents::Level::kWarn) {
+      spdlog::warn("{}", line.text);
+    } else {
+      spdlog::info("{}", line.text);
+    }
+  }
+}
+
 }  // namespace
 
 // One path of a peer as `rowanctl links` lists it: the link, its socket or
@@ -117,14 +128,7 @@ void Gateway::publish(TimePoint now) {
     while (p.conn->next_path_event(&ev)) {
       if (ev.path.index >= p.paths.size()) continue;
       const bool up = ev.state == transport::PathState::kUp;
-      for (const PeerEvents::Line& line :
-           p.events.path_event(ev.path.index, p.paths[ev.path.index].link->name, up, now)) {
-        if (line.level == PeerEvents::Level::kWarn) {
-          spdlog::warn("{}", line.text);
-        } else {
-          spdlog::info("{}", line.text);
-        }
-      }
+      log_lines(p.events.path_event(ev.path.index, p.paths[ev.path.index].link->name, up, now));
     }
     PeerEvents::Observation o;
     o.up = p.health.up();
@@ -136,13 +140,7 @@ void Gateway::publish(TimePoint now) {
       o.handshakes = ss.handshakes_completed;
       o.peer_restarts = ss.peer_restarts;
     }
-    for (const PeerEvents::Line& line : p.events.observe(o, now)) {
-      if (line.level == PeerEvents::Level::kWarn) {
-        spdlog::warn("{}", line.text);
-      } else {
-        spdlog::info("{}", line.text);
-      }
-    }
+    log_lines(p.events.observe(o, now));
   }
   nlohmann::ordered_json s = make_snapshot(now);
   DataPathMetrics m;

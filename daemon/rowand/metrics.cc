@@ -90,14 +90,21 @@ void add_hist(LatencyHistogram& a, const LatencyHistogram& b) { a.merge(b); }
 /// Prometheus' base unit for rates is bytes per second (promtool lints bits).
 double bytes_per_s(BitsPerSec r) { return static_cast<double>(r.bps()) / 8.0; }
 
-// Workers each run a connection over the path: their counters and windows
-// add up, the path is up while any worker's is, the RTTs are the first
-// worker's (as for peers).
-void sum_path(PathMetrics& a, const PathMetrics& b) {
+// A peer's or a path's state over workers: up while any is, their windows
+// and rates added.
+template <typename T>
+void sum_window(T& a, const T& b) {
   a.up = a.up || b.up;
   a.cwnd += b.cwnd;
   a.pacing_rate = a.pacing_rate + b.pacing_rate;
   a.inflight += b.inflight;
+}
+
+// Workers each run a connection over the path: their counters and windows
+// add up, the path is up while any worker's is, the RTTs are the first
+// worker's (as for peers).
+void sum_path(PathMetrics& a, const PathMetrics& b) {
+  sum_window(a, b);
   a.sent_packets += b.sent_packets;
   a.sent_bytes += b.sent_bytes;
   a.received_packets += b.received_packets;
@@ -109,13 +116,25 @@ void sum_path(PathMetrics& a, const PathMetrics& b) {
   a.ups += b.ups;
 }
 
+// `from`'s entries into `into`: one with the same peer and link is added by
+// `sum`, the others appended.
+template <typename T, typename Sum>
+void merge_by_peer_link(std::vector<T>& into, const std::vector<T>& from, Sum sum) {
+  for (const T& p : from) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const T& q) { return q.peer == p.peer && q.link == p.link; });
+    if (it == into.end()) {
+      into.push_back(p);
+    } else {
+      sum(*it, p);
+    }
+  }
+}
+
 void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
-  a.up = a.up || b.up;
+  sum_window(a, b);
   a.last_receive_unix_s = std::max(a.last_receive_unix_s, b.last_receive_unix_s);
   a.last_handshake_unix_s = std::max(a.last_handshake_unix_s, b.last_handshake_unix_s);
-  a.cwnd += b.cwnd;
-  a.pacing_rate = a.pacing_rate + b.pacing_rate;
-  a.inflight += b.inflight;
   a.send_buffer_used += b.send_buffer_used;
   a.send_buffer_capacity += b.send_buffer_capacity;
   a.send_buffer_budget += b.send_buffer_budget;
@@ -179,26 +198,8 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
   neighbors += o.neighbors;
   if (drops.size() < o.drops.size()) drops.resize(o.drops.size());
   for (size_t i = 0; i < o.drops.size(); ++i) drops[i] += o.drops[i];
-  for (const PeerMetrics& p : o.peers) {
-    auto it = std::find_if(peers.begin(), peers.end(), [&](const PeerMetrics& q) {
-      return q.peer == p.peer && q.link == p.link;
-    });
-    if (it == peers.end()) {
-      peers.push_back(p);
-    } else {
-      sum_peer(*it, p);
-    }
-  }
-  for (const PathMetrics& p : o.paths) {
-    auto it = std::find_if(paths.begin(), paths.end(), [&](const PathMetrics& q) {
-      return q.peer == p.peer && q.link == p.link;
-    });
-    if (it == paths.end()) {
-      paths.push_back(p);
-    } else {
-      sum_path(*it, p);
-    }
-  }
+  merge_by_peer_link(peers, o.peers, sum_peer);
+  merge_by_peer_link(paths, o.paths, sum_path);
   for (const PortMetrics& p : o.ports) {
     auto it = std::find_if(ports.begin(), ports.end(),
                            [&](const PortMetrics& q) { return q.port == p.port; });

@@ -243,23 +243,10 @@ peer = "d"
 
 // peer.endpoints: the peer's address on each of its links, in order.
 TEST(ConfigStartupChecks, EndpointsGiveOnePerLinkInOrder) {
-  const std::string links = R"([local]
-device = "net_af_packet0,iface=lan0"
-address = "198.18.1.1"
-insecure = true
-
-[[wan.link]]
-name = "wan0"
-bind = "198.19.0.1:47910"
-
-[[wan.link]]
-name = "wan1"
-bind = "198.19.1.1:47910"
-
-[[peer]]
-name = "b"
-endpoint = "198.19.0.2"
-)";
+  // kBase's [local] and wan0, a second link, and peer b without its route.
+  const std::string links = kBase.substr(0, kBase.find("[[peer]]")) +
+                            "[[wan.link]]\nname = \"wan1\"\nbind = \"198.19.1.1:47910\"\n\n" +
+                            "[[peer]]\nname = \"b\"\nendpoint = \"198.19.0.2\"\n";
   const GatewayConfig two =
       parse_config(links + "endpoints = [\"198.19.0.2\", \"198.19.1.2:47911\"]\n", "gw.toml");
   ASSERT_EQ(two.peers[0].path_count(), 2u);
