@@ -63,14 +63,25 @@ void flatten(const std::string& prefix, const Json& obj,
 
 // The columns a narrow table shows, in order, when the rows have them.
 const std::vector<std::string>* narrow_columns(const std::string& cmd) {
-  static const std::vector<std::string> kPeers = {
-      "name",         "endpoint",        "state",           "cc",
-      "srtt_s",       "min_rtt_s",       "cwnd_bytes",      "pacing_rate_bps",
-      "pacing_bps",   "bytes_in_flight", "delivered_bytes", "retransmitted_packets",
-      "lost_packets", "outages"};
-  static const std::vector<std::string> kLinks = {"name",       "backend", "bind",     "peer",
-                                                  "rate_bps",   "rtt_s",   "mtu",      "tx_packets",
-                                                  "rx_packets", "tx_full", "tx_errors"};
+  static const std::vector<std::string> kPeers = {"name",
+                                                  "endpoint",
+                                                  "state",
+                                                  "cc",
+                                                  "srtt_s",
+                                                  "min_rtt_s",
+                                                  "cwnd_bytes",
+                                                  "pacing_rate_bps",
+                                                  "pacing_bps",
+                                                  "bytes_in_flight",
+                                                  "delivered_bytes",
+                                                  "retransmitted_packets",
+                                                  "lost_packets",
+                                                  "outages",
+                                                  "paths"};
+  static const std::vector<std::string> kLinks = {
+      "name",       "backend",    "bind",       "peer",     "path",  "state",
+      "srtt_s",     "cwnd_bytes", "bytes_sent", "rate_bps", "rtt_s", "mtu",
+      "tx_packets", "rx_packets", "tx_full",    "tx_errors"};
   static const std::vector<std::string> kFlows = {
       "kind", "src",    "dst",     "sport", "dport",     "dest_qp", "proto",
       "peer", "stream", "packets", "bytes", "ce_marked", "dropped", "idle_s"};

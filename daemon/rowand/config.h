@@ -6,6 +6,7 @@
 // packet cores only ever see a validated, immutable copy.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -86,8 +87,21 @@ struct PeerConfig {
   SockAddr endpoint;               ///< the peer gateway's WAN address and port
   std::vector<std::string> links;  ///< names of [[wan.link]]s to reach it; when the file
                                    ///< names none, parsing fills in every link (never empty)
-  std::string public_key;          ///< the peer's X25519 public key (base64, 44 characters)
+  /// The peer's address on each of `links`, in order, when the file gives
+  /// `endpoints` (then every link is a path to the peer, and endpoints[0] ==
+  /// endpoint); empty: the peer is reached over its first link, at endpoint.
+  std::vector<SockAddr> endpoints;
+  std::string public_key;  ///< the peer's X25519 public key (base64, 44 characters)
   bool operator==(const PeerConfig&) const = default;
+  /// The links the peer is reached over (paths): every link with
+  /// `endpoints`, else the first.
+  size_t path_count() const {
+    return endpoints.empty() ? std::min<size_t>(links.size(), 1) : endpoints.size();
+  }
+  /// The peer's address on path `i`.
+  const SockAddr& endpoint_of(size_t i) const {
+    return endpoints.empty() ? endpoint : endpoints[i];
+  }
 };
 
 /// How a route's packets cross the WAN (ARCHITECTURE.md, "Modes of a route").

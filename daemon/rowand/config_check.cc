@@ -13,10 +13,11 @@ namespace rowan::gw::config_parse {
 namespace {
 
 // What rowand opens for each peer (gateway.cc): the socket or DPDK port of the
-// peer's first link. Two peers on one link would bind the same address and
-// port (udp: EADDRINUSE at start-up) or share a port that answers one peer
-// (dpdk); a dpdk link carries IPv4 only, an MTU up to 9000, and reaches its
-// peer on its subnet or through next_hop (dpdk_wan_io.cc).
+// peer's first link. Peers on one UDP link share its socket
+// (wan_link_mux.h), so they must differ in endpoint (checked in read_peers);
+// a dpdk link's port answers one peer, so two peers on it are an error. A
+// dpdk link carries IPv4 only, an MTU up to 9000, and reaches its peer on
+// its subnet or through next_hop (dpdk_wan_io.cc).
 void check_peer_links(const GatewayConfig& cfg, const std::vector<PeerPos>& peer_pos,
                       Errors& errors) {
   std::map<std::string, size_t> first_user;  // link name -> index of the first peer on it
@@ -26,16 +27,14 @@ void check_peer_links(const GatewayConfig& cfg, const std::vector<PeerPos>& peer
     const WanLinkConfig* link = cfg.find_link(p.links.front());
     if (link == nullptr) continue;
     auto [it, fresh] = first_user.emplace(link->name, i);
-    if (!fresh) {
+    if (!fresh && link->backend == WanBackend::kDpdk) {
       const PeerConfig& other = cfg.peers[it->second];
-      errors.add(
-          peer_pos[i].table,
-          fmt::format(
-              "peer {}: would bind the same {} as peer {} (at {}): link {} ({}); "
-              "rowand opens one per peer, so give each peer its own [[wan.link]]",
-              quote_text(p.name), link->backend == WanBackend::kDpdk ? "DPDK port" : "UDP socket",
-              quote_text(other.name), at(peer_pos[it->second].table), quote_text(link->name),
-              link->backend == WanBackend::kDpdk ? link->device : link->bind.to_string()));
+      errors.add(peer_pos[i].table,
+                 fmt::format("peer {}: would share the DPDK port of link {} ({}) with peer {} (at "
+                             "{}); a dpdk link carries one peer, so give each its own "
+                             "[[wan.link]] or use backend = \"udp\", whose socket peers share",
+                             quote_text(p.name), quote_text(link->name), link->device,
+                             quote_text(other.name), at(peer_pos[it->second].table)));
     }
     if (link->backend != WanBackend::kDpdk || p.endpoint.addr.version == 0) continue;
     if (p.endpoint.addr.version != 4) {

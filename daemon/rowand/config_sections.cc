@@ -349,6 +349,62 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
   r.finish();
 }
 
+// peer.endpoints: the peer's address on each of its links, in the order of
+// `links`, the first being `endpoint`; each unique across the peers (a shared
+// socket tells its peers apart by them, wan_link_mux.h).
+void read_peer_endpoints(TableReader& r, PeerConfig& peer, const WanConfig& wan,
+                         std::vector<std::pair<SockAddr, Pos>>& seen) {
+  const toml::node* en = r.get("endpoints");
+  if (en == nullptr) return;
+  if (!en->is_array()) return r.wrong_type(*en, "endpoints", "an array of ADDRESS[:PORT]");
+  const toml::array& arr = *en->as_array();
+  if (arr.size() != peer.links.size()) {
+    return r.error(en, "endpoints",
+                   fmt::format("has {} entries but the peer has {} links ({}); give one per link, "
+                               "in the order of links",
+                               arr.size(), peer.links.size(), fmt::join(peer.links, ", ")));
+  }
+  std::vector<SockAddr> out;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const toml::node& e = *arr.get(i);
+    const auto a = e.is_string() ? parse_sockaddr(e.as_string()->get(), kDefaultWanPort)
+                                 : std::optional<SockAddr>{};
+    if (!a) {
+      r.error(&e, "endpoints", "an entry is not ADDRESS[:PORT] (e.g. \"198.19.1.2:47910\")");
+      return;
+    }
+    const WanLinkConfig* link = nullptr;
+    for (const auto& l : wan.links) {
+      if (l.name == peer.links[i]) link = &l;
+    }
+    if (i == 0 && !(*a == peer.endpoint)) {
+      r.error(&e, "endpoints",
+              fmt::format("the first entry ({}) must be the endpoint, {}", a->to_string(),
+                          peer.endpoint.to_string()));
+      return;
+    }
+    if (link != nullptr && link->bind.addr.version != a->addr.version) {
+      r.error(&e, "endpoints",
+              fmt::format("{} is IPv{} but link {} binds IPv{}", a->to_string(), a->addr.version,
+                          quote_text(link->name), link->bind.addr.version));
+      return;
+    }
+    if (i > 0) {
+      for (const auto& [other, where] : seen) {
+        if (other == *a) {
+          r.error(&e, "endpoints",
+                  fmt::format("{} is already the endpoint of the peer at {}", a->to_string(),
+                              at(where)));
+          return;
+        }
+      }
+      seen.emplace_back(*a, pos_of(e));
+    }
+    out.push_back(*a);
+  }
+  peer.endpoints = std::move(out);
+}
+
 void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<PeerPos>& peer_pos,
                 const WanConfig& wan, bool insecure, Errors& errors) {
   std::map<std::string, Pos> seen;
@@ -434,6 +490,7 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
                                peer.endpoint.addr.version, peer.endpoint.to_string()));
       }
     }
+    read_peer_endpoints(r, peer, wan, endpoints);
     if (const std::string* s = r.string_node("public_key", &n); s == nullptr) {
       if (!insecure && r.get("public_key") == nullptr) {
         errors.add(pp.table,

@@ -101,6 +101,11 @@ toml::array peers_array(const std::vector<PeerConfig>& peers) {
   for (const auto& p : peers) {
     toml::table t{
         {"name", p.name}, {"endpoint", p.endpoint.to_string()}, {"links", string_array(p.links)}};
+    if (!p.endpoints.empty()) {
+      toml::array e;
+      for (const auto& x : p.endpoints) e.push_back(x.to_string());
+      t.insert("endpoints", std::move(e));
+    }
     if (!p.public_key.empty()) t.insert("public_key", p.public_key);
     a.push_back(std::move(t));
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -104,6 +105,43 @@ class GatewaySplitIo final : public SplitIo {
 };
 
 // ---------------------------------------------------------------------------
+// PeerState
+
+crypto::SecureStats PeerState::secure_stats() const {
+  crypto::SecureStats t;
+  for (const PeerPath& path : paths) {
+    if (!path.secure) continue;
+    const crypto::SecureStats& s = path.secure->secure_stats();
+    for (size_t i = 0; i < t.drops.size(); ++i) t.drops[i] += s.drops[i];
+    t.rx_data += s.rx_data;
+    t.rx_keepalives += s.rx_keepalives;
+    t.tx_keepalives += s.tx_keepalives;
+    t.tx_data += s.tx_data;
+    t.tx_no_session += s.tx_no_session;
+    t.tx_oversize += s.tx_oversize;
+    t.tx_crypto_errors += s.tx_crypto_errors;
+    t.initiations_sent += s.initiations_sent;
+    t.responses_sent += s.responses_sent;
+    t.handshakes_completed += s.handshakes_completed;
+    t.rekeys += s.rekeys;
+    t.peer_restarts = std::max(t.peer_restarts, s.peer_restarts);
+    t.last_handshake = std::max(t.last_handshake, s.last_handshake);
+    t.last_rx = std::max(t.last_rx, s.last_rx);
+  }
+  return t;
+}
+
+bool PeerState::has_session(TimePoint now) const {
+  return std::any_of(paths.begin(), paths.end(),
+                     [&](const PeerPath& p) { return p.secure && p.secure->has_session(now); });
+}
+
+bool PeerState::peer_up(TimePoint now) const {
+  return std::any_of(paths.begin(), paths.end(),
+                     [&](const PeerPath& p) { return p.secure && p.secure->peer_up(now); });
+}
+
+// ---------------------------------------------------------------------------
 // Gateway
 
 std::string ip_text(const roce::IpAddr& a) {
@@ -142,87 +180,33 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
   clock_gettime(CLOCK_REALTIME, &wall);
   const Duration wall_offset =
       Duration::from_ns(static_cast<int64_t>(wall.tv_sec) * 1000000000 + wall.tv_nsec - now.ns());
-  for (const PeerConfig& pc : cfg.peers) {
+  // One incarnation for every path's session: the peer must see one process.
+  std::random_device rd;
+  while (incarnation_ == 0) incarnation_ = (uint64_t{rd()} << 32) | rd();
+  for (const PeerConfig& pc : cfg_.peers) {
     auto p = std::make_unique<PeerState>();
     p->cfg = pc;
     p->events = PeerEvents(pc.name);
-    // Into our own copy of the config: the caller's may not outlive us.
-    p->link = pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links.front());
-    if (p->link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
-    io::PacketIo* wan = nullptr;
-    // Worker i's connection: the link's port + i toward the peer's port + i.
-    SockAddr bind = p->link->bind;
-    SockAddr endpoint = pc.endpoint;
-    if (bind.port + worker.index > 65535 || endpoint.port + worker.index > 65535) {
-      throw std::runtime_error("link " + p->link->name + ": port + worker index passes 65535");
+    for (size_t i = 0; i < std::max<size_t>(pc.path_count(), 1); ++i) {
+      p->paths.push_back(open_path(pc, i, private_key, wall_offset, now));
     }
-    bind.port = static_cast<uint16_t>(bind.port + worker.index);
-    endpoint.port = static_cast<uint16_t>(endpoint.port + worker.index);
-    if (p->link->backend == WanBackend::kDpdk) {
-      if (worker.index != 0) {
-        throw std::runtime_error("link " + p->link->name +
-                                 ": a dpdk WAN link carries one worker; with several workers "
-                                 "([eal] lcores) use backend = \"udp\"");
-      }
-      // dpdk_wan_io.h: the link's port answers for one peer.
-      for (const auto& other : peers_) {
-        if (other->link == p->link) {
-          throw std::runtime_error("link " + p->link->name +
-                                   ": a dpdk WAN link carries one peer; give each its own link");
-        }
-      }
-      DpdkWanOptions o;
-      o.device = p->link->device;
-      o.address = p->link->bind.addr;
-      o.port = p->link->bind.port;
-      o.prefix_len = p->link->prefix_len;
-      o.next_hop = p->link->next_hop;
-      o.peer = pc.endpoint.addr;
-      o.peer_port = pc.endpoint.port;
-      o.mtu = p->link->mtu;
-      p->dpdk = std::make_unique<DpdkWanIo>(o);
-      wan = p->dpdk.get();
-    } else {
-      const uint32_t ip_hdr = p->link->bind.addr.version == 6 ? 40 : 20;
-      io::UdpUringOptions o;
-      o.bind = io::UdpEndpoint::parse(bind.to_string());
-      o.peer = io::UdpEndpoint::parse(endpoint.to_string());
-      o.max_datagram = p->link->mtu - ip_hdr - 8;
-      p->io = std::make_unique<io::UdpUringIo>(o);
-      wan = p->io.get();
-    }
-    if (!cfg.local.insecure) {
-      const auto peer_key = crypto::key_from_base64(pc.public_key);
-      if (!peer_key) {
-        throw std::runtime_error("peer " + pc.name +
-                                 ": public_key is required (or local.insecure = true)");
-      }
-      crypto::SecureIoOptions so;
-      so.private_key = private_key;
-      so.peer_public = *peer_key;
-      so.wall_offset = wall_offset;
-      so.keepalive = PeerHealth::kKeepalive;
-      p->secure = std::make_unique<crypto::SecureIo>(*wan, so, now);
-      wan = p->secure.get();
-    }
-
-    transport::TransportConfig tc;
-    tc.connection_id = pair_connection_id(bind, endpoint);
-    tc.link_rate = p->link->rate;
-    tc.base_rtt = p->link->rtt;
-    tc.max_datagram = wan->max_datagram();
-    tc.cc = cfg.cc.algorithm;
-    tc.cc_params = cfg.cc.params;
-    tc.send_buffer_bdp = cfg.wan.send_buffer_bdp;
-    tc.recv_window_bdp = cfg.wan.recv_window_bdp;
-    tc.max_streams = cfg.wan.max_flows;
-    tc.max_pto = PeerHealth::kMaxProbeTimeout;
-    p->conn = std::make_unique<transport::Connection>(tc, clock, now);
-    p->driver = std::make_unique<transport::Driver>(*p->conn, *wan, 32, &clock);
+    open_transport(*p, now);
     p->rx.resize(cfg.wan.max_flows);
     p->parked.reserve(cfg.wan.max_flows);
     peers_.push_back(std::move(p));
   }
+  bool one_socket = true;
+  for (const auto& p : peers_) {
+    for (const PeerPath& path : p->paths) {
+      io::UdpUringIo* sock = path.io                  ? path.io.get()
+                             : path.shared != nullptr ? &path.shared->mux().socket()
+                                                      : nullptr;
+      one_socket =
+          one_socket && sock != nullptr && (sole_socket_ == nullptr || sock == sole_socket_);
+      sole_socket_ = sock;
+    }
+  }
+  if (!one_socket) sole_socket_ = nullptr;
   split_io_ = std::make_unique<GatewaySplitIo>(*this);
   split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
   split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
@@ -232,6 +216,140 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
   next_housekeeping_ = now;
   window_start_ = now;
   publish(now);
+}
+
+// How many paths (of all peers) cross the link `name`.
+uint32_t Gateway::link_users(const std::string& name) const {
+  uint32_t n = 0;
+  for (const PeerConfig& pc : cfg_.peers) {
+    if (pc.links.empty()) {
+      n += cfg_.wan.links.front().name == name ? 1 : 0;
+      continue;
+    }
+    for (size_t i = 0; i < pc.path_count(); ++i) n += pc.links[i] == name ? 1 : 0;
+  }
+  return n;
+}
+
+// Path i of a peer: worker w's connection binds the link's port + w and talks
+// to the peer's port + w.
+PeerPath Gateway::open_path(const PeerConfig& pc, size_t i, const crypto::Key& private_key,
+                            Duration wall_offset, TimePoint now) {
+  PeerPath path;
+  path.link = pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links[i]);
+  if (path.link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
+  const WanLinkConfig& link = *path.link;
+  SockAddr bind = link.bind;
+  path.endpoint = pc.endpoint_of(i);
+  if (bind.port + worker_.index > 65535 || path.endpoint.port + worker_.index > 65535) {
+    throw std::runtime_error("link " + link.name + ": port + worker index passes 65535");
+  }
+  bind.port = static_cast<uint16_t>(bind.port + worker_.index);
+  path.endpoint.port = static_cast<uint16_t>(path.endpoint.port + worker_.index);
+  if (link.backend == WanBackend::kDpdk) {
+    if (worker_.index != 0) {
+      throw std::runtime_error("link " + link.name +
+                               ": a dpdk WAN link carries one worker; with several workers "
+                               "([eal] lcores) use backend = \"udp\"");
+    }
+    // dpdk_wan_io.h: the link's port answers for one peer.
+    if (link_users(link.name) > 1) {
+      throw std::runtime_error("link " + link.name +
+                               ": a dpdk WAN link carries one peer; give each its own link");
+    }
+    DpdkWanOptions o;
+    o.device = link.device;
+    o.address = link.bind.addr;
+    o.port = link.bind.port;
+    o.prefix_len = link.prefix_len;
+    o.next_hop = link.next_hop;
+    o.peer = path.endpoint.addr;
+    o.peer_port = path.endpoint.port;
+    o.mtu = link.mtu;
+    path.dpdk = std::make_unique<DpdkWanIo>(o);
+    path.wan = path.dpdk.get();
+  } else {
+    const uint32_t ip_hdr = link.bind.addr.version == 6 ? 40 : 20;
+    io::UdpUringOptions o;
+    o.bind = io::UdpEndpoint::parse(bind.to_string());
+    o.max_datagram = link.mtu - ip_hdr - 8;
+    const io::UdpEndpoint peer_at = io::UdpEndpoint::parse(path.endpoint.to_string());
+    if (link_users(link.name) == 1) {
+      o.peer = peer_at;
+      path.io = std::make_unique<io::UdpUringIo>(o);
+      path.wan = path.io.get();
+    } else {
+      path.shared = &shared_link(link, o).add_port(peer_at, connection_id(pc));
+      path.wan = path.shared;
+    }
+  }
+  if (!cfg_.local.insecure) {
+    const auto peer_key = crypto::key_from_base64(pc.public_key);
+    if (!peer_key) {
+      throw std::runtime_error("peer " + pc.name +
+                               ": public_key is required (or local.insecure = true)");
+    }
+    crypto::SecureIoOptions so;
+    so.private_key = private_key;
+    so.peer_public = *peer_key;
+    so.wall_offset = wall_offset;
+    so.keepalive = PeerHealth::kKeepalive;
+    so.incarnation = incarnation_;
+    path.secure = std::make_unique<crypto::SecureIo>(*path.wan, so, now);
+    path.wan = path.secure.get();
+  }
+  return path;
+}
+
+// The connection id of this worker's connection to `pc`: from its first
+// path's endpoints, as the peer derives it.
+uint64_t Gateway::connection_id(const PeerConfig& pc) const {
+  const WanLinkConfig* link =
+      pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links[0]);
+  SockAddr bind = link->bind;
+  SockAddr endpoint = pc.endpoint;
+  bind.port = static_cast<uint16_t>(bind.port + worker_.index);
+  endpoint.port = static_cast<uint16_t>(endpoint.port + worker_.index);
+  return pair_connection_id(bind, endpoint);
+}
+
+void Gateway::open_transport(PeerState& p, TimePoint now) {
+  const PeerPath& first = p.paths.front();
+  transport::TransportConfig tc;
+  tc.connection_id = connection_id(p.cfg);
+  tc.link_rate = first.link->rate;
+  tc.base_rtt = first.link->rtt;
+  tc.max_datagram = first.wan->max_datagram();
+  tc.cc = cfg_.cc.algorithm;
+  tc.cc_params = cfg_.cc.params;
+  tc.send_buffer_bdp = cfg_.wan.send_buffer_bdp;
+  tc.recv_window_bdp = cfg_.wan.recv_window_bdp;
+  tc.max_streams = cfg_.wan.max_flows;
+  tc.max_pto = PeerHealth::kMaxProbeTimeout;
+  // One transport path per link, numbered as the peer numbers them.
+  if (p.paths.size() > 1) {
+    for (const PeerPath& path : p.paths) {
+      tc.paths.push_back(transport::PathConfig{path.link->rate, path.link->rtt});
+      tc.max_datagram = std::min(tc.max_datagram, path.wan->max_datagram());
+    }
+  }
+  p.path_io.clear();
+  for (const PeerPath& path : p.paths) p.path_io.push_back(path.wan);
+  auto conn = std::make_unique<transport::Connection>(tc, clock_, now);
+  auto driver = std::make_unique<transport::Driver>(
+      *conn, std::span<io::PacketIo* const>(p.path_io), 32, &clock_);
+  p.driver = std::move(driver);
+  p.conn = std::move(conn);
+}
+
+// This worker's shared socket on `link`, opened for the link's first peer.
+UdpLinkMux& Gateway::shared_link(const WanLinkConfig& link, const io::UdpUringOptions& o) {
+  for (auto& [l, m] : shared_links_) {
+    if (l == &link) return *m;
+  }
+  const auto key = cfg_.local.insecure ? UdpLinkMux::Key::kConnectionId : UdpLinkMux::Key::kSource;
+  shared_links_.emplace_back(&link, std::make_unique<UdpLinkMux>(o, key));
+  return *shared_links_.back().second;
 }
 
 Gateway::~Gateway() {
@@ -291,13 +409,23 @@ void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
 // flight is lost; the hosts' own transports retransmit it (passthrough), and
 // split flows through the peer are failed (SplitEngine::on_peer_restart).
 // Rare: allocates.
+// Whether the peer process is a new one since its transport was set up: a
+// path's handshake carried an incarnation other than the one the transport
+// was set up with (each path's session learns it; the first one the peer).
+bool Gateway::peer_restarted(PeerState& peer) noexcept {
+  for (const PeerPath& path : peer.paths) {
+    const uint64_t inc = path.secure ? path.secure->peer_incarnation() : 0;
+    if (inc == 0 || inc == peer.incarnation) continue;
+    const bool restarted = peer.incarnation != 0;
+    peer.incarnation = inc;
+    if (restarted) return true;
+  }
+  return false;
+}
+
 void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
-  peer.peer_restarts_seen = peer.secure->secure_stats().peer_restarts;
   try {
-    auto conn = std::make_unique<transport::Connection>(peer.conn->config(), clock_, now);
-    auto driver = std::make_unique<transport::Driver>(*conn, *peer.secure, 32, &clock_);
-    peer.driver = std::move(driver);
-    peer.conn = std::move(conn);
+    open_transport(peer, now);
   } catch (const std::exception&) {
     return;  // keep the old transport; the next restart signal retries
   }
@@ -329,9 +457,7 @@ bool Gateway::poll(TimePoint now) noexcept {
     drain_stream(*stalled_peer, stalled_stream, now);
   }
   for (auto& p : peers_) {
-    if (p->secure && p->secure->secure_stats().peer_restarts != p->peer_restarts_seen) {
-      reset_transport(*p, now);
-    }
+    if (peer_restarted(*p)) reset_transport(*p, now);
     p->driver->poll(now);
     const transport::ConnStats& st = p->conn->stats();
     p->drain.update(now, st.delivered_bytes, p->conn->unacked_bytes(), st.srtt);
@@ -374,8 +500,8 @@ TimePoint Gateway::next_timeout() const noexcept {
 }
 
 void Gateway::idle_wait(Duration d) noexcept {
-  if (peers_.size() == 1 && peers_.front()->io) {
-    peers_.front()->io->wait(d, local_.wake_fd());
+  if (sole_socket_ != nullptr) {
+    sole_socket_->wait(d, local_.wake_fd());
   } else {
     timespec ts{d.ns() / 1000000000, d.ns() % 1000000000};
     nanosleep(&ts, nullptr);
@@ -795,13 +921,15 @@ void Gateway::housekeeping(TimePoint now) noexcept {
   split_->expire(now - cfg_.wan.flow_idle_timeout);
   for (auto& p : peers_) {
     // Encrypted links keep alive in SecureIo; an insecure one pings through
-    // its transport (the peer's ACK is the sign of life).
-    if (!p->secure && now - p->last_rx >= PeerHealth::kKeepalive &&
+    // its transport (the peer's ACK is the sign of life). The peer is heard
+    // when any of its paths is.
+    const bool secure = p->secure();
+    if (!secure && now - p->last_rx >= PeerHealth::kKeepalive &&
         now - p->last_ping >= PeerHealth::kKeepalive) {
       p->conn->ping();
       p->last_ping = now;
     }
-    p->health.update(now, p->secure ? p->secure->secure_stats().last_rx : p->last_rx);
+    p->health.update(now, secure ? p->secure_stats().last_rx : p->last_rx);
   }
 }
 

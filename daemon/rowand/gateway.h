@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +52,7 @@
 #include "split_engine.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
+#include "wan_link_mux.h"
 
 namespace rowan::gw {
 
@@ -106,25 +108,52 @@ class NeighborTable {
   uint32_t size_ = 0;
 };
 
-/// Per peer: its WAN link, transport connection and receive-side record state.
+/// One path to a peer (ARCHITECTURE.md "Paths"): one of its WAN links, the
+/// socket or port on it and, on encrypted links, a link-security session of
+/// its own. Path i of a peer is its i-th link (PeerConfig::links), on both
+/// gateways of the pair.
+struct PeerPath {
+  const WanLinkConfig* link = nullptr;
+  SockAddr endpoint;                   ///< the peer's address on it (this worker's port)
+  std::unique_ptr<io::UdpUringIo> io;  ///< backend = "udp", the link's only peer
+  UdpLinkPort* shared = nullptr;       ///< backend = "udp", a link several peers share
+  std::unique_ptr<DpdkWanIo> dpdk;     ///< backend = "dpdk"
+  const io::PacketIo& link_io() const {
+    if (io) return *io;
+    if (shared != nullptr) return *shared;
+    return *dpdk;
+  }
+  /// Encrypts the path (docs/link-security.md); null when local.insecure.
+  /// The driver runs on it instead of the raw port; peer_up()/secure_stats()
+  /// give the session state and last handshake.
+  std::unique_ptr<crypto::SecureIo> secure;
+  io::PacketIo* wan = nullptr;  ///< what the driver sends and receives on
+};
+
+/// Per peer: its paths, transport connection and receive-side record state.
 struct PeerState {
   PeerConfig cfg;
-  const WanLinkConfig* link = nullptr;
-  std::unique_ptr<io::UdpUringIo> io;  ///< backend = "udp" (null for dpdk)
-  std::unique_ptr<DpdkWanIo> dpdk;     ///< backend = "dpdk" (null for udp)
-  const io::PacketIo& link_io() const { return io ? static_cast<const io::PacketIo&>(*io) : *dpdk; }
-  /// Encrypts the link (docs/link-security.md); null when local.insecure. The
-  /// driver runs on it instead of `io`; peer_up()/secure_stats() give the
-  /// session state and last handshake.
-  std::unique_ptr<crypto::SecureIo> secure;
-  uint64_t peer_restarts_seen = 0;  ///< secure->peer_restarts when the transport was last reset
-  uint64_t transport_resets = 0;    ///< transports dropped because the peer restarted
-  PeerHealth health;                ///< outages of the link (housekeeping)
-  PeerEvents events{""};            ///< its up/down/handshake log lines (publish)
-  DrainWatch drain;                 ///< whether the send buffer drains (poll)
-  TimePoint last_ping;              ///< insecure links: the transport's own keepalive
+  std::vector<PeerPath> paths;  ///< one at least; paths[0] is the peer's first link
+  const WanLinkConfig& link() const { return *paths.front().link; }
+  bool secure() const { return paths.front().secure != nullptr; }
+  /// Link security over the paths (secure() only): handshakes, rekeys and
+  /// drops summed, the newest handshake and receive, the most peer restarts
+  /// one path saw.
+  crypto::SecureStats secure_stats() const;
+  /// Some path has a session to send on (`peer_up`: and heard the peer lately).
+  bool has_session(TimePoint now) const;
+  bool peer_up(TimePoint now) const;
+  /// The peer process's incarnation when the transport was last set up (its
+  /// link-security handshakes carry it; 0: not known yet).
+  uint64_t incarnation = 0;
+  uint64_t transport_resets = 0;  ///< transports dropped because the peer restarted
+  PeerHealth health;              ///< outages of the link (housekeeping)
+  PeerEvents events{""};          ///< its up/down/handshake log lines (publish)
+  DrainWatch drain;               ///< whether the send buffer drains (poll)
+  TimePoint last_ping;            ///< insecure links: the transport's own keepalive
   std::unique_ptr<transport::Connection> conn;
   std::unique_ptr<transport::Driver> driver;
+  std::vector<io::PacketIo*> path_io;  ///< each path's `wan`, in path order (the driver's)
   struct RxStream {
     uint32_t need = 0;  ///< bytes of the record being assembled (0: reading a length)
     uint64_t packets = 0;
@@ -191,11 +220,9 @@ class Gateway {
   /// ends the sleep too (when can_block()).
   void idle_wait(Duration d) noexcept;
   /// True when idle_wait() wakes for local frames and WAN datagrams alike
-  /// (an af_packet local port, one peer on the UDP backend): the loop may
+  /// (an af_packet local port, every peer on one UDP socket): the loop may
   /// then sleep until its next timer instead of backing off in steps.
-  bool can_block() const noexcept {
-    return local_.wake_fd() >= 0 && peers_.size() == 1 && peers_.front()->io != nullptr;
-  }
+  bool can_block() const noexcept { return local_.wake_fd() >= 0 && sole_socket_ != nullptr; }
   /// Empties the local port's doorbell; poll() once more before idle_wait().
   void arm_wake() noexcept { local_.arm_wake(); }
   /// After poll() found work (a distributor stops waking this worker).
@@ -243,6 +270,7 @@ class Gateway {
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
   bool within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept;
   void drain_peer(PeerState& peer, TimePoint now) noexcept;
+  bool peer_restarted(PeerState& peer) noexcept;
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void resume_parked(TimePoint now) noexcept;
@@ -259,7 +287,17 @@ class Gateway {
   void flush_local() noexcept;
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
   void housekeeping(TimePoint now) noexcept;
+  uint32_t link_users(const std::string& name) const;
+  UdpLinkMux& shared_link(const WanLinkConfig& link, const io::UdpUringOptions& o);
+  /// Opens path `i` of peer `pc` (its socket or port, and its session).
+  PeerPath open_path(const PeerConfig& pc, size_t i, const crypto::Key& private_key,
+                     Duration wall_offset, TimePoint now);
+  uint64_t connection_id(const PeerConfig& pc) const;
+  /// Builds a peer's connection and driver over its paths.
+  void open_transport(PeerState& p, TimePoint now);
   nlohmann::ordered_json make_snapshot(TimePoint now) const;
+  nlohmann::ordered_json path_summary(const PeerState& p) const;
+  nlohmann::ordered_json link_view(const PeerState& p, const PeerPath& path, TimePoint now) const;
   nlohmann::ordered_json render_flows() const;                 ///< control thread, under snap_mu_
   void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< gateway_metrics.cc
 
@@ -271,7 +309,15 @@ class Gateway {
   Prefix site_;   ///< the local subnet
   Prefix site6_;  ///< the local IPv6 subnet of a dual-stack site (none: version 0)
   std::vector<Route> routes_;
+  /// UDP links several peers share (wan_link_mux.h); before peers_, whose
+  /// ports they own, so they are destroyed after them.
+  std::vector<std::pair<const WanLinkConfig*, std::unique_ptr<UdpLinkMux>>> shared_links_;
   std::vector<std::unique_ptr<PeerState>> peers_;
+  /// The one UDP socket every peer's datagrams arrive on, if there is one
+  /// (idle_wait sleeps on it); null otherwise.
+  io::UdpUringIo* sole_socket_ = nullptr;
+  /// What this worker's link-security handshakes announce (every path's).
+  uint64_t incarnation_ = 0;
   FlowTable flows_;
   NeighborTable neigh_;
   GatewayCounters ctr_;

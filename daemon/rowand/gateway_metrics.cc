@@ -46,13 +46,13 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     const transport::ConnStats& s = p.conn->stats();
     PeerMetrics pm;
     pm.peer = p.cfg.name;
-    pm.link = p.link->name;
+    pm.link = p.link().name;
     pm.up = p.health.up();
     pm.last_receive_unix_s = unix_s(p.last_rx);
-    if (p.secure) {
-      // An encrypted link is up while its session is (handshake done, peer heard).
-      const crypto::SecureStats& ss = p.secure->secure_stats();
-      pm.up = p.health.up() && p.secure->has_session(now);
+    if (p.secure()) {
+      // An encrypted link is up while a session is (handshake done, peer heard).
+      const crypto::SecureStats ss = p.secure_stats();
+      pm.up = p.health.up() && p.has_session(now);
       pm.last_handshake_unix_s = unix_s(ss.last_handshake);
       pm.handshakes = ss.handshakes_completed;
       pm.rekeys = ss.rekeys;
@@ -96,24 +96,53 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     pm.drops = {s.drop_malformed,        s.drop_bad_version, s.drop_bad_connection_id,
                 s.drop_bad_integrity,    s.drop_duplicate,   s.drop_flow_control,
                 s.drop_too_many_streams, s.drop_no_buffer,   s.drop_invalid_ack};
-    pm.link_rate = p.link->rate;
-    pm.link_rtt = p.link->rtt;
-    const io::IoStats& io = p.link_io().stats();
+    const PeerPath& first = p.paths.front();
+    pm.link_rate = first.link->rate;
+    pm.link_rtt = first.link->rtt;
+    const io::IoStats& io = first.link_io().stats();
     pm.link_tx_packets = io.tx_packets;
     pm.link_tx_bytes = io.tx_bytes;
     pm.link_rx_packets = io.rx_packets;
     pm.link_rx_bytes = io.rx_bytes;
     pm.link_tx_full = io.tx_full;
-    if (p.io) {
-      pm.link_tx_errors = p.io->udp_stats().tx_errors;
-      pm.link_rx_wrong_source = p.io->udp_stats().rx_wrong_source;
+    if (first.io) {
+      pm.link_tx_errors = first.io->udp_stats().tx_errors;
+      pm.link_rx_wrong_source = first.io->udp_stats().rx_wrong_source;
+    } else if (first.shared != nullptr) {
+      // The shared socket's counters belong to no one peer: they are the
+      // link's: `rowanctl links` shows them (demux_drops, tx_errors).
     } else {  // dpdk backend: frames it could not send, and foreign sources
-      const DpdkWanStats& ws = p.dpdk->wan_stats();
+      const DpdkWanStats& ws = first.dpdk->wan_stats();
       pm.link_tx_errors = ws.drops[static_cast<size_t>(WanDrop::kTxUnresolved)] +
                           ws.drops[static_cast<size_t>(WanDrop::kTxOversize)];
       pm.link_rx_wrong_source = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
     }
     m.peers.push_back(std::move(pm));
+    for (uint16_t i = 0; i < p.paths.size(); ++i) {
+      const transport::PathStats& ps = p.conn->path_stats(transport::PathId{i});
+      PathMetrics path;
+      path.peer = p.cfg.name;
+      path.link = p.paths[i].link->name;
+      path.path = i;
+      path.up = ps.state == transport::PathState::kUp;
+      path.link_rate = p.paths[i].link->rate;
+      path.link_rtt = p.paths[i].link->rtt;
+      path.srtt = ps.srtt;
+      path.min_rtt = ps.min_rtt;
+      path.cwnd = ps.cwnd;
+      path.pacing_rate = ps.pacing_rate;
+      path.inflight = ps.bytes_in_flight;
+      path.sent_packets = ps.packets_sent;
+      path.sent_bytes = ps.bytes_sent;
+      path.received_packets = ps.packets_received;
+      path.received_bytes = ps.bytes_received;
+      path.lost_packets = ps.lost_packets;
+      path.retransmitted_packets = ps.retransmitted_packets;
+      path.ptos = ps.ptos;
+      path.downs = ps.downs;
+      path.ups = ps.ups;
+      m.paths.push_back(std::move(path));
+    }
   }
 
   if (worker_.reports_port) {  // the port is one, however many workers read it

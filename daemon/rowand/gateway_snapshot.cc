@@ -20,28 +20,127 @@ std::string mac_text(const Mac& m) {
                      m[5]);
 }
 
+// A peer's event lines into the log (publish, never the packet path).
+void log_lines(const std::vector<PeerEvents::Line>& lines) {
+  for (const PeerEvents::Line& line : lines) {
+    if (line.level == PeerEvents::Level::kWarn) {
+      spdlog::warn("{}", line.text);
+    } else {
+      spdlog::info("{}", line.text);
+    }
+  }
+}
+
 }  // namespace
+
+// One path of a peer as `rowanctl links` lists it: the link, its socket or
+// port and the counters of what crossed it.
+// A peer's paths as `rowanctl peers` shows them: link, state, RTT, cwnd.
+nlohmann::ordered_json Gateway::path_summary(const PeerState& p) const {
+  using J = nlohmann::ordered_json;
+  J out = J::array();
+  for (uint16_t i = 0; i < p.paths.size(); ++i) {
+    const transport::PathStats& s = p.conn->path_stats(transport::PathId{i});
+    out.push_back(J{{"path", i},
+                    {"link", p.paths[i].link->name},
+                    {"endpoint", p.paths[i].endpoint.to_string()},
+                    {"state", transport::to_string(s.state)},
+                    {"srtt_s", s.srtt.seconds()},
+                    {"cwnd_bytes", s.cwnd},
+                    {"bytes_sent", s.bytes_sent},
+                    {"bytes_received", s.bytes_received}});
+  }
+  return out;
+}
+
+nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& path,
+                                          TimePoint now) const {
+  using J = nlohmann::ordered_json;
+  const WanLinkConfig& link = *path.link;
+  const io::IoStats& io = path.link_io().stats();
+  J v{{"name", link.name},
+      {"backend", path.dpdk ? "dpdk" : "udp"},
+      {"bind", link.bind.to_string()},
+      {"peer", p.cfg.name},
+      {"endpoint", path.endpoint.to_string()},
+      {"path", static_cast<uint64_t>(&path - p.paths.data())},
+      {"rate_bps", link.rate.bps()},
+      {"rtt_s", link.rtt.seconds()},
+      {"mtu", link.mtu},
+      {"tx_packets", io.tx_packets},
+      {"tx_bytes", io.tx_bytes},
+      {"rx_packets", io.rx_packets},
+      {"rx_bytes", io.rx_bytes},
+      {"tx_full", io.tx_full},
+      {"rx_wrong_source", path.io ? path.io->udp_stats().rx_wrong_source : 0},
+      {"tx_errors", path.io ? path.io->udp_stats().tx_errors : 0},
+      {"shared_by", path.shared ? path.shared->mux().ports().size() : 1}};
+  // The transport's view of the path (transport/connection.h PathStats).
+  const auto index = static_cast<uint16_t>(&path - p.paths.data());
+  const transport::PathStats& s = p.conn->path_stats(transport::PathId{index});
+  v["state"] = transport::to_string(s.state);
+  v["srtt_s"] = s.srtt.seconds();
+  v["min_rtt_s"] = s.min_rtt.seconds();
+  v["cwnd_bytes"] = s.cwnd;
+  v["pacing_rate_bps"] = s.pacing_rate.bps();
+  v["bytes_in_flight"] = s.bytes_in_flight;
+  v["packets_sent"] = s.packets_sent;
+  v["bytes_sent"] = s.bytes_sent;
+  v["packets_received"] = s.packets_received;
+  v["bytes_received"] = s.bytes_received;
+  v["bytes_acked"] = s.bytes_acked;
+  v["lost_packets"] = s.lost_packets;
+  v["retransmitted_packets"] = s.retransmitted_packets;
+  v["downs"] = s.downs;
+  v["ups"] = s.ups;
+  if (path.secure) v["session"] = path.secure->peer_up(now) ? "up" : "down";
+  if (path.shared != nullptr) {  // wan_link_mux.h: the socket's, for every peer on it
+    const UdpLinkMux& mux = path.shared->mux();
+    J drops = J::object();
+    for (size_t i = 0; i < mux.drops().size(); ++i) drops[kMuxDropNames[i]] = mux.drops()[i];
+    v["demux_drops"] = drops;
+    v["tx_errors"] = mux.socket().udp_stats().tx_errors;
+  }
+  if (path.dpdk) {  // dpdk_wan_io.h: the port's drops by reason, ARP and device counters
+    const DpdkWanStats& ws = path.dpdk->wan_stats();
+    J drops = J::object();
+    for (size_t i = 0; i < ws.drops.size(); ++i) drops[kWanDropNames[i]] = ws.drops[i];
+    const PortStats ps = path.dpdk->port_stats();
+    v["rx_wrong_source"] = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
+    v["device"] = link.device;
+    v["resolved"] = path.dpdk->resolved();
+    v["drops"] = drops;
+    v["arp"] = J{{"requests_sent", ws.arp_requests_sent},
+                 {"replies_sent", ws.arp_replies_sent},
+                 {"learned", ws.arp_learned}};
+    v["port"] =
+        J{{"ipackets", ps.ipackets}, {"opackets", ps.opackets}, {"imissed", ps.imissed},
+          {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
+  }
+  return v;
+}
 
 void Gateway::publish(TimePoint now) {
   // The peers' events, logged here (every 100 ms) rather than on the packet path.
   for (auto& pp : peers_) {
     PeerState& p = *pp;
+    transport::PathEvent ev;
+    while (p.conn->next_path_event(&ev)) {
+      if (ev.path.index >= p.paths.size()) continue;
+      const bool up = ev.state == transport::PathState::kUp;
+      log_lines(p.events.path_event(ev.path.index, p.paths[ev.path.index].link->name, up, now));
+    }
     PeerEvents::Observation o;
     o.up = p.health.up();
     o.seen = p.health.seen();
     o.outages = p.health.outages();
     o.last_outage = p.health.last_outage();
-    if (p.secure) {
-      o.handshakes = p.secure->secure_stats().handshakes_completed;
-      o.peer_restarts = p.secure->secure_stats().peer_restarts;
+    if (p.secure()) {
+      const crypto::SecureStats ss = p.secure_stats();
+      o.handshakes = ss.handshakes_completed;
+      o.peer_restarts = ss.peer_restarts;
     }
-    for (const PeerEvents::Line& line : p.events.observe(o, now)) {
-      if (line.level == PeerEvents::Level::kWarn) {
-        spdlog::warn("{}", line.text);
-      } else {
-        spdlog::info("{}", line.text);
-      }
-    }
+    log_lines(p.events.observe(o, now));
   }
   nlohmann::ordered_json s = make_snapshot(now);
   DataPathMetrics m;
@@ -122,7 +221,8 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
     peers.push_back(J{
         {"name", p.cfg.name},
         {"endpoint", p.cfg.endpoint.to_string()},
-        {"link", p.link->name},
+        {"link", p.link().name},
+        {"paths", path_summary(p)},
         {"state", up ? "up" : (p.health.seen() ? "down" : "waiting")},
         {"outages", p.health.outages()},
         {"outage_seconds_total", (p.health.outage_total() + p.health.down_for(now)).seconds()},
@@ -161,14 +261,14 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
                               {"flow_control", s.drop_flow_control},
                               {"too_many_streams", s.drop_too_many_streams}}},
     });
-    if (p.secure) {
-      const crypto::SecureStats& ss = p.secure->secure_stats();
+    if (p.secure()) {
+      const crypto::SecureStats ss = p.secure_stats();
       J drops = J::object();
       for (size_t i = 0; i < ss.drops.size(); ++i) {
         drops[crypto::to_string(static_cast<crypto::SecureDrop>(i))] = ss.drops[i];
       }
       peers.back()["encryption"] = "aes-256-gcm";
-      peers.back()["session"] = p.secure->peer_up(now) ? "up" : "down";
+      peers.back()["session"] = p.peer_up(now) ? "up" : "down";
       peers.back()["last_handshake_seconds_ago"] =
           ss.last_handshake.is_zero() ? -1.0 : (now - ss.last_handshake).seconds();
       peers.back()["handshakes"] = ss.handshakes_completed;
@@ -179,37 +279,7 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
     } else {
       peers.back()["encryption"] = "none (insecure)";
     }
-    const io::IoStats& io = p.link_io().stats();
-    links.push_back(J{{"name", p.link->name},
-                      {"backend", p.dpdk ? "dpdk" : "udp"},
-                      {"bind", p.link->bind.to_string()},
-                      {"peer", p.cfg.name},
-                      {"rate_bps", p.link->rate.bps()},
-                      {"rtt_s", p.link->rtt.seconds()},
-                      {"mtu", p.link->mtu},
-                      {"tx_packets", io.tx_packets},
-                      {"tx_bytes", io.tx_bytes},
-                      {"rx_packets", io.rx_packets},
-                      {"rx_bytes", io.rx_bytes},
-                      {"tx_full", io.tx_full},
-                      {"rx_wrong_source", p.io ? p.io->udp_stats().rx_wrong_source : 0},
-                      {"tx_errors", p.io ? p.io->udp_stats().tx_errors : 0}});
-    if (p.dpdk) {  // dpdk_wan_io.h: the port's drops by reason, ARP and device counters
-      const DpdkWanStats& ws = p.dpdk->wan_stats();
-      J drops = J::object();
-      for (size_t i = 0; i < ws.drops.size(); ++i) drops[kWanDropNames[i]] = ws.drops[i];
-      const PortStats ps = p.dpdk->port_stats();
-      links.back()["rx_wrong_source"] = ws.drops[static_cast<size_t>(WanDrop::kWrongSource)];
-      links.back()["device"] = p.link->device;
-      links.back()["resolved"] = p.dpdk->resolved();
-      links.back()["drops"] = drops;
-      links.back()["arp"] = J{{"requests_sent", ws.arp_requests_sent},
-                              {"replies_sent", ws.arp_replies_sent},
-                              {"learned", ws.arp_learned}};
-      links.back()["port"] =
-          J{{"ipackets", ps.ipackets}, {"opackets", ps.opackets}, {"imissed", ps.imissed},
-            {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
-    }
+    for (const PeerPath& path : p.paths) links.push_back(link_view(p, path, now));
   }
   J drops = J::object();
   for (size_t i = 0; i < ctr_.drops.size(); ++i) drops[kDropNames[i]] = ctr_.drops[i];

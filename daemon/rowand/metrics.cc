@@ -90,13 +90,51 @@ void add_hist(LatencyHistogram& a, const LatencyHistogram& b) { a.merge(b); }
 /// Prometheus' base unit for rates is bytes per second (promtool lints bits).
 double bytes_per_s(BitsPerSec r) { return static_cast<double>(r.bps()) / 8.0; }
 
-void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
+// A peer's or a path's state over workers: up while any is, their windows
+// and rates added.
+template <typename T>
+void sum_window(T& a, const T& b) {
   a.up = a.up || b.up;
-  a.last_receive_unix_s = std::max(a.last_receive_unix_s, b.last_receive_unix_s);
-  a.last_handshake_unix_s = std::max(a.last_handshake_unix_s, b.last_handshake_unix_s);
   a.cwnd += b.cwnd;
   a.pacing_rate = a.pacing_rate + b.pacing_rate;
   a.inflight += b.inflight;
+}
+
+// Workers each run a connection over the path: their counters and windows
+// add up, the path is up while any worker's is, the RTTs are the first
+// worker's (as for peers).
+void sum_path(PathMetrics& a, const PathMetrics& b) {
+  sum_window(a, b);
+  a.sent_packets += b.sent_packets;
+  a.sent_bytes += b.sent_bytes;
+  a.received_packets += b.received_packets;
+  a.received_bytes += b.received_bytes;
+  a.lost_packets += b.lost_packets;
+  a.retransmitted_packets += b.retransmitted_packets;
+  a.ptos += b.ptos;
+  a.downs += b.downs;
+  a.ups += b.ups;
+}
+
+// `from`'s entries into `into`: one with the same peer and link is added by
+// `sum`, the others appended.
+template <typename T, typename Sum>
+void merge_by_peer_link(std::vector<T>& into, const std::vector<T>& from, Sum sum) {
+  for (const T& p : from) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const T& q) { return q.peer == p.peer && q.link == p.link; });
+    if (it == into.end()) {
+      into.push_back(p);
+    } else {
+      sum(*it, p);
+    }
+  }
+}
+
+void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
+  sum_window(a, b);
+  a.last_receive_unix_s = std::max(a.last_receive_unix_s, b.last_receive_unix_s);
+  a.last_handshake_unix_s = std::max(a.last_handshake_unix_s, b.last_handshake_unix_s);
   a.send_buffer_used += b.send_buffer_used;
   a.send_buffer_capacity += b.send_buffer_capacity;
   a.send_buffer_budget += b.send_buffer_budget;
@@ -160,16 +198,8 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
   neighbors += o.neighbors;
   if (drops.size() < o.drops.size()) drops.resize(o.drops.size());
   for (size_t i = 0; i < o.drops.size(); ++i) drops[i] += o.drops[i];
-  for (const PeerMetrics& p : o.peers) {
-    auto it = std::find_if(peers.begin(), peers.end(), [&](const PeerMetrics& q) {
-      return q.peer == p.peer && q.link == p.link;
-    });
-    if (it == peers.end()) {
-      peers.push_back(p);
-    } else {
-      sum_peer(*it, p);
-    }
-  }
+  merge_by_peer_link(peers, o.peers, sum_peer);
+  merge_by_peer_link(paths, o.paths, sum_path);
   for (const PortMetrics& p : o.ports) {
     auto it = std::find_if(ports.begin(), ports.end(),
                            [&](const PortMetrics& q) { return q.port == p.port; });
@@ -251,7 +281,8 @@ class Collector final : public prometheus::Collectable {
     control(f);
     datapath(f, m);
     for (const PeerMetrics& p : m.peers) peer(f, p);
-    links(f, m.peers);
+    links(f, m.peers, m.paths);
+    for (const PathMetrics& p : m.paths) path(f, p);
     process(f);
     std::vector<MetricFamily> out;
     out.reserve(f.order.size());
@@ -591,17 +622,20 @@ class Collector final : public prometheus::Collectable {
   // The WAN links. Their configuration once per link; their counters per
   // peer and link, as each peer counts the socket or port it sends on: two
   // peers on one link are two series, never one name and label set twice.
-  static void links(Families& f, const std::vector<PeerMetrics>& peers) {
+  static void links(Families& f, const std::vector<PeerMetrics>& peers,
+                    const std::vector<PathMetrics>& paths) {
     auto d = [](uint64_t v) { return static_cast<double>(v); };
     std::set<std::string> seen;
-    for (const PeerMetrics& p : peers) {
-      if (!seen.insert(p.link).second) continue;
-      const Labels ll{{"link", p.link}};
+    auto config = [&](const std::string& link, BitsPerSec rate, Duration rtt) {
+      if (!seen.insert(link).second) return;
+      const Labels ll{{"link", link}};
       f.gauge("rowan_link_capacity_bytes_per_second", "Configured capacity of the WAN link.", ll,
-              bytes_per_s(p.link_rate));
+              bytes_per_s(rate));
       f.gauge("rowan_link_configured_rtt_seconds", "Configured base RTT of the WAN link.", ll,
-              p.link_rtt.seconds());
-    }
+              rtt.seconds());
+    };
+    for (const PeerMetrics& p : peers) config(p.link, p.link_rate, p.link_rtt);
+    for (const PathMetrics& p : paths) config(p.link, p.link_rate, p.link_rtt);
     struct Counter {
       const char* name;
       const char* help;
@@ -630,6 +664,41 @@ class Collector final : public prometheus::Collectable {
       const Labels ll{{"peer", p.peer}, {"link", p.link}};
       for (const Counter& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
     }
+  }
+
+  // One path of a peer: its own RTT, congestion window and losses, and its
+  // transitions (docs/telemetry.md).
+  static void path(Families& f, const PathMetrics& p) {
+    const Labels l{{"peer", p.peer}, {"link", p.link}};
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    f.gauge("rowan_path_up",
+            "1 while the path to the peer over this link is up (its ACKs arrive), 0 while it is "
+            "down and probed.",
+            l, p.up ? 1 : 0);
+    f.gauge("rowan_path_srtt_seconds", "Smoothed RTT of the path.", l, p.srtt.seconds());
+    f.gauge("rowan_path_min_rtt_seconds", "Minimum RTT of the path.", l, p.min_rtt.seconds());
+    f.gauge("rowan_path_cwnd_bytes", "Congestion window of the path's controller.", l, d(p.cwnd));
+    f.gauge("rowan_path_pacing_rate_bytes_per_second", "Pacing rate of the path.", l,
+            bytes_per_s(p.pacing_rate));
+    f.gauge("rowan_path_inflight_bytes", "Bytes in flight on the path.", l, d(p.inflight));
+    f.counter("rowan_path_sent_packets_total", "Datagrams the transport sent on the path.", l,
+              d(p.sent_packets));
+    f.counter("rowan_path_sent_bytes_total", "Bytes the transport sent on the path.", l,
+              d(p.sent_bytes));
+    f.counter("rowan_path_received_packets_total", "Datagrams that arrived on the path.", l,
+              d(p.received_packets));
+    f.counter("rowan_path_received_bytes_total", "Bytes that arrived on the path.", l,
+              d(p.received_bytes));
+    f.counter("rowan_path_lost_packets_total", "Packets the path's loss detection declared lost.",
+              l, d(p.lost_packets));
+    f.counter("rowan_path_retransmitted_packets_total",
+              "Packets on the path that carried retransmitted stream data.", l,
+              d(p.retransmitted_packets));
+    f.counter("rowan_path_probe_timeouts_total", "Probe timeouts on the path.", l, d(p.ptos));
+    f.counter("rowan_path_transitions_total", "Times the path went down or came back up.",
+              {{"peer", p.peer}, {"link", p.link}, {"to", "down"}}, d(p.downs));
+    f.counter("rowan_path_transitions_total", "Times the path went down or came back up.",
+              {{"peer", p.peer}, {"link", p.link}, {"to", "up"}}, d(p.ups));
   }
 
   // The process, under the names every Prometheus client library uses.

@@ -71,6 +71,25 @@ struct PeerMetrics {
   uint64_t link_tx_full = 0, link_tx_errors = 0, link_rx_wrong_source = 0;
 };
 
+/// One path of a peer (ARCHITECTURE.md "Paths"): the transport's view of it
+/// and the datagrams that crossed its link. A peer has at most one path per
+/// link, so (peer, link) names it.
+struct PathMetrics {
+  std::string peer;
+  std::string link;
+  uint32_t path = 0;  ///< its index (both gateways number the paths alike)
+  bool up = true;
+  BitsPerSec link_rate;
+  Duration link_rtt;
+  Duration srtt, min_rtt;
+  Bytes cwnd = 0;
+  BitsPerSec pacing_rate;
+  Bytes inflight = 0;
+  uint64_t sent_packets = 0, sent_bytes = 0, received_packets = 0, received_bytes = 0;
+  uint64_t lost_packets = 0, retransmitted_packets = 0, ptos = 0;
+  uint64_t downs = 0, ups = 0;  ///< transitions to down and back up
+};
+
 /// A DPDK port (rte_eth_stats).
 struct PortMetrics {
   std::string port;  ///< device name
@@ -125,6 +144,7 @@ struct DataPathMetrics {
   uint64_t flows_active = 0, flows_created = 0, flows_expired = 0, neighbors = 0;
   std::vector<uint64_t> drops;  ///< by gateway drop reason (index: Drop)
   std::vector<PeerMetrics> peers;
+  std::vector<PathMetrics> paths;
   std::vector<PortMetrics> ports;
   std::vector<RouteMetrics> routes;
   std::vector<WorkerMetrics> workers;  ///< one per packet lcore (merge appends)

@@ -8,6 +8,7 @@
 // writes the lines this returns. Threading: the packet-loop thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,11 +74,37 @@ class PeerEvents {
     return out;
   }
 
+  /// The line for path `path` (over link `link`) going down or coming back
+  /// up (Connection::next_path_event), or none when this kind of line was
+  /// logged for that path less than kMinInterval ago.
+  std::vector<Line> path_event(uint32_t path, const std::string& link, bool up, TimePoint now) {
+    std::vector<Line> out;
+    if (path_limits_.size() <= path) path_limits_.resize(path + 1);
+    Limit& l = path_limits_[path][up ? 1 : 0];
+    std::string text =
+        up ? fmt::format("peer {}: path {} (link {}) up again", peer_, path, link)
+           : fmt::format(
+                 "peer {}: path {} (link {}) down: its acknowledgements stopped; its data "
+                 "goes over the other paths",
+                 peer_, path, link);
+    emit_limited(out, l, now, up ? Level::kInfo : Level::kWarn, std::move(text));
+    return out;
+  }
+
  private:
   enum Kind : uint8_t { kUp, kDown, kHandshake, kRestart, kKinds };
 
+  struct Limit {
+    TimePoint last;
+    uint64_t suppressed = 0;
+    bool ever = false;
+  };
+
   void emit(std::vector<Line>& out, Kind k, TimePoint now, Level level, std::string text) {
-    Limit& l = limits_[k];
+    emit_limited(out, limits_[k], now, level, std::move(text));
+  }
+  void emit_limited(std::vector<Line>& out, Limit& l, TimePoint now, Level level,
+                    std::string text) {
     if (l.ever && now - l.last < kMinInterval) {
       ++l.suppressed;
       return;
@@ -90,14 +117,10 @@ class PeerEvents {
     out.push_back({level, std::move(text)});
   }
 
-  struct Limit {
-    TimePoint last;
-    uint64_t suppressed = 0;
-    bool ever = false;
-  };
   std::string peer_;
   Observation last_;
   Limit limits_[kKinds];
+  std::vector<std::array<Limit, 2>> path_limits_;  ///< per path: [down, up]
 };
 
 }  // namespace rowan::gw

@@ -45,9 +45,14 @@ find_rowanctl() {
 # WAN_MTU: the WAN link's IP MTU ([[wan.link]] mtu, 1500 by default).
 # WORKERS: packet workers per gateway (1: the main lcore is the one worker;
 # N > 1: N+1 lcores, the main one distributing the site port; docs/gateway.md).
+# RATE@RTT...: links 2.. (two-site --links): [[wan.link]] wanK on 198.19.K.0/24
+# (A .1, B .2) with that rate and RTT, and the peer reached over every link
+# (peer.links and peer.endpoints, in link order).
 gateways_start() {
   local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp} site_mtu=${5:-1500}
   local wan_mtu=${6:-1500} workers=${7:-1}
+  shift 7 || shift $#
+  local more_links=("$@")
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
   rowanctl=$(find_rowanctl)
@@ -90,6 +95,7 @@ gateways_start() {
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
       -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" "${backend_args[@]}" \
       "$top/config/two-site/$site.toml" >"$cfg"
+    ((${#more_links[@]} == 0)) || gateways_add_links "$cfg" "$site" "$wan_mtu" "${more_links[@]}"
     "$rowand" --check-config -c "$cfg" >&2 || die "rowand rejects $cfg"
     mkdir -p "/run/rowan/$site"
     ip netns exec "$ns" setsid "$rowand" -c "$cfg" </dev/null >"$state_dir/rowand-$site.log" 2>&1 9>&- &
@@ -109,6 +115,28 @@ gateways_start() {
     done
     [[ $ok -eq 1 ]] || die "rowand of site $site did not open its control socket within 10 s"
   done
+}
+
+# gateways_add_links CFG SITE WAN_MTU RATE@RTT...: links 2.. into site SITE's
+# config CFG (see gateways_start).
+gateways_add_links() {
+  local cfg=$1 site=$2 wan_mtu=$3
+  shift 3
+  local own=1 other=2 k=1 spec blocks="" names='"wan0"' ends
+  [[ $site == a ]] || { own=2 other=1; }
+  ends="\"198.19.0.$other:47910\""
+  for spec in "$@"; do
+    blocks+="[[wan.link]]\nname = \"wan$k\"\nbackend = \"udp\"\nbind = \"198.19.$k.$own:47910\"\n"
+    blocks+="rate = \"${spec%@*}\"\nrtt = \"${spec#*@}\"\nmtu = $wan_mtu\n\n"
+    names+=", \"wan$k\""
+    ends+=", \"198.19.$k.$other:47910\""
+    k=$((k + 1))
+  done
+  awk -v blocks="$blocks" -v links="links = [$names]" -v ends="endpoints = [$ends]" '
+    /^\[\[peer\]\]/ && !done { printf "%s", blocks; done = 1 }
+    { print }
+    /^endpoint = / { print links; print ends }' "$cfg" >"$cfg.new"
+  mv "$cfg.new" "$cfg"
 }
 
 # gateways_stop: stops the daemons (SIGTERM, then SIGKILL) and removes their sockets.

@@ -45,6 +45,7 @@ SecureIo::SecureIo(io::PacketIo& inner, const SecureIoOptions& opts, TimePoint n
       RAND_bytes(reinterpret_cast<uint8_t*>(&incarnation_), sizeof incarnation_) != 1) {
     throw std::runtime_error("RAND_bytes failed");
   }
+  if (opts_.incarnation != 0) incarnation_ = opts_.incarnation;
   tx_mem_.resize(static_cast<size_t>(opts_.burst) * dgram_);
   rx_mem_.resize(static_cast<size_t>(opts_.burst) * dgram_);
   tx_.resize(opts_.burst);

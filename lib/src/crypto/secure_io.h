@@ -57,6 +57,10 @@ struct SecureIoOptions {
   /// and silence means an outage. Zero: off.
   Duration keepalive = Duration::zero();
   uint32_t burst = 32;  ///< datagrams handled per inner burst
+  /// The incarnation this side's handshakes announce; 0: a random one.
+  /// Sessions that are paths of one connection share one, so the peer sees
+  /// one process behind all of them (and a new value only when it restarts).
+  uint64_t incarnation = 0;
 };
 
 /// Why a received datagram was dropped.

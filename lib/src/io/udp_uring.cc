@@ -220,7 +220,7 @@ void UdpUringIo::reap() noexcept {
       post_recv(idx);
       continue;
     }
-    if (!opts_.peer.same(s.addr)) {
+    if (opts_.peer.len != 0 && !opts_.peer.same(s.addr)) {
       ++udp_stats_.rx_wrong_source;
       post_recv(idx);
       continue;
@@ -233,6 +233,11 @@ void UdpUringIo::reap() noexcept {
 }
 
 size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept {
+  return recv_burst_from(bufs, nullptr, now);
+}
+
+size_t UdpUringIo::recv_burst_from(std::span<RxDatagram> bufs, UdpEndpoint* from,
+                                   TimePoint now) noexcept {
   // CLOCK_MONOTONIC minus CLOCK_REALTIME, read once per burst when a
   // datagram carries a (CLOCK_REALTIME) kernel timestamp.
   bool have_offset = false;
@@ -254,6 +259,10 @@ size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcep
     }
     std::memcpy(d.data, s.iov.iov_base, s.len);
     d.len = s.len;
+    if (from != nullptr) {
+      from[n].addr = s.addr;
+      from[n].len = s.msg.msg_namelen;
+    }
     d.ecn = Ecn::kNotEct;
     d.rx_time = TimePoint();
     for (cmsghdr* c = CMSG_FIRSTHDR(&s.msg); c != nullptr; c = CMSG_NXTHDR(&s.msg, c)) {
@@ -293,6 +302,11 @@ size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcep
 }
 
 size_t UdpUringIo::send_burst(std::span<const TxDatagram> pkts, TimePoint now) noexcept {
+  return send_burst_to(pkts, opts_.peer, now);
+}
+
+size_t UdpUringIo::send_burst_to(std::span<const TxDatagram> pkts, const UdpEndpoint& to,
+                                 TimePoint now) noexcept {
   (void)now;
   reap();  // frees completed send slots
   size_t n = 0;
@@ -321,6 +335,8 @@ size_t UdpUringIo::send_burst(std::span<const TxDatagram> pkts, TimePoint now) n
     Slot& s = tx_[idx];
     std::memcpy(s.iov.iov_base, d.data, d.len);
     s.iov.iov_len = d.len;
+    std::memcpy(&s.addr, &to.addr, to.len);
+    s.msg.msg_namelen = to.len;
     io_uring_prep_sendmsg(sqe, fd_, &s.msg, 0);
     io_uring_sqe_set_data64(sqe, kSendTag | idx);
     ++pending_submit_;

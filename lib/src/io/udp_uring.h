@@ -29,8 +29,12 @@ struct UdpEndpoint {
 };
 
 struct UdpUringOptions {
-  UdpEndpoint bind;              ///< local address and port
-  UdpEndpoint peer;              ///< where datagrams go; only datagrams from it are accepted
+  UdpEndpoint bind;  ///< local address and port
+  /// Where datagrams go; only datagrams from it are accepted. Empty (len 0):
+  /// an unconnected socket shared by several peers, which accepts every
+  /// source and is used through recv_burst_from/send_burst_to
+  /// (daemon/rowand/wan_link_mux.h).
+  UdpEndpoint peer;
   uint32_t max_datagram = 1472;  ///< UDP payload bytes (MTU − IP − UDP)
   /// Receives kept posted. Each one waiting on an empty socket is an entry
   /// in the socket's wait queue, and every sent datagram's free (sock_wfree)
@@ -65,6 +69,11 @@ class UdpUringIo final : public PacketIo {
 
   size_t send_burst(std::span<const TxDatagram> pkts, TimePoint now) noexcept override;
   size_t recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept override;
+  /// As recv_burst; `from[i]` is who sent `bufs[i]` (`from` holds bufs.size()).
+  size_t recv_burst_from(std::span<RxDatagram> bufs, UdpEndpoint* from, TimePoint now) noexcept;
+  /// As send_burst, to `to` rather than the options' peer.
+  size_t send_burst_to(std::span<const TxDatagram> pkts, const UdpEndpoint& to,
+                       TimePoint now) noexcept;
   uint32_t max_datagram() const noexcept override { return opts_.max_datagram; }
   const IoStats& stats() const noexcept override { return stats_; }
   const UdpStats& udp_stats() const noexcept { return udp_stats_; }

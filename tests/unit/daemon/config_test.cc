@@ -197,7 +197,9 @@ TEST(ConfigStartupChecks, KeyFileIsReadAsStartUpReadsIt) {
   EXPECT_TRUE(errors_of(text).empty());
 }
 
-TEST(ConfigStartupChecks, TwoPeersWouldBindTheSameSocket) {
+// Several peers on one UDP link share its socket (wan_link_mux.h), each
+// with a route per prefix; a DPDK link's port carries one peer only.
+TEST(ConfigStartupChecks, PeersShareAUdpLinkButNotADpdkPort) {
   const std::string text = kBase + R"(
 [[peer]]
 name = "c"
@@ -206,17 +208,70 @@ endpoint = "198.19.0.3"
 [[route]]
 prefix = "198.18.3.0/24"
 peer = "c"
+
+[[route]]
+prefix = "198.18.4.0/24"
+peer = "d"
 )";
   const auto errors = errors_of(text);
-  EXPECT_TRUE(has_error(errors, where(text, "[[peer]]", 1),
-                        "peer 'c': would bind the same UDP socket as peer 'b' (at 10:1): link "
-                        "'wan0' (198.19.0.1:47910)"));
-  EXPECT_EQ(errors.size(), 1u);
-  // Its own link: fine.
-  std::string fixed = text;
-  fixed.replace(fixed.find("endpoint = \"198.19.0.3\""), 0, "links = [\"wan1\"]\n");
-  fixed += "[[wan.link]]\nname = \"wan1\"\nbind = \"198.19.0.1:47911\"\n";
-  EXPECT_TRUE(errors_of(fixed).empty()) << ::testing::PrintToString(errors_of(fixed));
+  EXPECT_TRUE(has_error(errors, where(text, "\"d\""),
+                        "route.peer: unknown peer 'd' (no [[peer]] has that name)"))
+      << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  // Without the stray route: two peers on wan0, a route each.
+  const std::string ok = text.substr(0, text.find("\n[[route]]\nprefix = \"198.18.4.0/24\""));
+  EXPECT_TRUE(errors_of(ok).empty()) << ::testing::PrintToString(errors_of(ok));
+  const GatewayConfig cfg = parse_config(ok, "gw.toml");
+  ASSERT_EQ(cfg.peers.size(), 2u);
+  EXPECT_EQ(cfg.peers[0].links, cfg.peers[1].links);
+  ASSERT_EQ(cfg.routes.size(), 2u);
+  EXPECT_EQ(cfg.routes[1].peer, "c");
+  // The same endpoint twice is refused: the socket could not tell them apart.
+  std::string twice = ok;
+  twice.replace(twice.find("198.19.0.3"), 10, "198.19.0.2");
+  EXPECT_TRUE(
+      has_error(errors_of(twice), where(twice, "\"198.19.0.2\"", 1), "is already the endpoint of"))
+      << ::testing::PrintToString(errors_of(twice));
+  // A dpdk link: its port answers one peer.
+  std::string dpdk = ok;
+  dpdk.replace(dpdk.find("bind = "), 0,
+               "backend = \"dpdk\"\ndevice = \"net_af_packet1,iface=wan0\"\n");
+  EXPECT_TRUE(has_error(errors_of(dpdk), where(dpdk, "[[peer]]", 1),
+                        "peer 'c': would share the DPDK port of link 'wan0'"))
+      << ::testing::PrintToString(errors_of(dpdk));
+}
+
+// peer.endpoints: the peer's address on each of its links, in order.
+TEST(ConfigStartupChecks, EndpointsGiveOnePerLinkInOrder) {
+  // kBase's [local] and wan0, a second link, and peer b without its route.
+  const std::string links = kBase.substr(0, kBase.find("[[peer]]")) +
+                            "[[wan.link]]\nname = \"wan1\"\nbind = \"198.19.1.1:47910\"\n\n" +
+                            "[[peer]]\nname = \"b\"\nendpoint = \"198.19.0.2\"\n";
+  const GatewayConfig two =
+      parse_config(links + "endpoints = [\"198.19.0.2\", \"198.19.1.2:47911\"]\n", "gw.toml");
+  ASSERT_EQ(two.peers[0].path_count(), 2u);
+  EXPECT_EQ(two.peers[0].endpoint_of(1).to_string(), "198.19.1.2:47911");
+  EXPECT_EQ(parse_config(to_toml(two), "again.toml").peers, two.peers);
+  // Without it: the first link only, as before.
+  EXPECT_EQ(parse_config(links, "gw.toml").peers[0].path_count(), 1u);
+  // One entry too few, the first not the endpoint, a family that does not
+  // match the link, and an address another peer already has.
+  std::string bad = links + "endpoints = [\"198.19.0.2\"]\n";
+  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "[\"198.19.0.2\"]"),
+                        "peer.endpoints: has 1 entries but the peer has 2 links (wan0, wan1)"))
+      << ::testing::PrintToString(errors_of(bad));
+  bad = links + "endpoints = [\"198.19.0.9\", \"198.19.1.2\"]\n";
+  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"198.19.0.9\""),
+                        "the first entry (198.19.0.9:47910) must be the endpoint"));
+  bad = links + "endpoints = [\"198.19.0.2\", \"[2001:2::2]:1\"]\n";
+  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"[2001:2::2]:1\""),
+                        "is IPv6 but link 'wan1' binds IPv4"));
+  bad = links + "endpoints = [\"198.19.0.2\", \"198.19.1.2\"]\n" +
+        "\n[[peer]]\nname = \"c\"\nendpoint = \"198.19.0.3\"\n" +
+        "endpoints = [\"198.19.0.3\", \"198.19.1.2\"]\n";
+  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"198.19.1.2\"", 1),
+                        "198.19.1.2:47910 is already the endpoint of the peer at"))
+      << ::testing::PrintToString(errors_of(bad));
 }
 
 // rowand has no "direct" mode: it would drop every packet of such a route.

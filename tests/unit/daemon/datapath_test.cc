@@ -8,19 +8,24 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "config.h"
+#include "crypto/keys.h"
 #include "distributor.h"
 #include "flow_table.h"
 #include "gateway.h"
 #include "memory_site_io.h"
 #include "shard.h"
 #include "test_frames.h"
+#include "tools/temp_dir.h"
 
 namespace rowan::gw {
 namespace {
@@ -261,6 +266,257 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   const auto status = a.snapshot("status", Duration::zero());
   EXPECT_EQ(status["worker"]["rx_packets"], 2u);
   EXPECT_EQ(status["worker"]["active_flows"], 1u);
+}
+
+// Site `n` (1, 2, 3: 198.18.n.0/24) on one UDP link at `port`, with a
+// peer and a route per entry of `peers` (site number, its port).
+GatewayConfig site_config(int n, uint16_t port, const std::vector<std::pair<int, uint16_t>>& peers,
+                          const std::string& key_dir) {
+  const bool secure = !key_dir.empty();
+  std::string text = "[local]\ndevice = \"mem0\"\naddress = \"198.18." + std::to_string(n) +
+                     ".1\"\nprefix_len = 24\n";
+  text += secure ? "private_key_file = \"" + key_dir + "/" + std::to_string(n) + ".key\"\n"
+                 : "insecure = true\n";
+  text += "\n[[wan.link]]\nname = \"wan0\"\nbind = \"127.0.0.1:" + std::to_string(port) +
+          "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n";
+  for (const auto& [m, peer_port] : peers) {
+    text += "[[peer]]\nname = \"site-" + std::to_string(m) +
+            "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n";
+    if (secure) {
+      text += "public_key = \"" +
+              crypto::key_to_base64(crypto::public_key(
+                  crypto::load_private_key_file(key_dir + "/" + std::to_string(m) + ".key"))) +
+              "\"\n";
+    }
+    text += "\n[[route]]\nprefix = \"198.18." + std::to_string(m) + ".0/24\"\npeer = \"site-" +
+            std::to_string(m) + "\"\n\n";
+  }
+  text += "[metrics]\nenabled = false\n";
+  return parse_config(text, "gw-" + std::to_string(n) + ".toml");
+}
+
+MacBytes gw_mac(int n) { return {0x02, 0, 0, 0, static_cast<uint8_t>(n), 0x01}; }
+MacBytes host_mac(int n) { return {0x02, 0, 0, 0, static_cast<uint8_t>(n), 0x10}; }
+uint32_t host_ip(int n) { return 0xC6120000u | (static_cast<uint32_t>(n) << 8) | 10; }
+
+// Writes private keys 1.key .. N.key into `dir` (mode 0600).
+void write_keys(const std::string& dir, int n) {
+  for (int k = 1; k <= n; ++k) {
+    const std::string path = dir + "/" + std::to_string(k) + ".key";
+    std::ofstream(path) << crypto::key_to_base64(crypto::generate_private_key()) << "\n";
+    std::filesystem::permissions(
+        path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+}
+
+// Three sites in a triangle where gateway 1 reaches sites 2 and 3 through
+// one socket (its only link): every host's packets reach both other hosts,
+// byte for byte, and a datagram for no known connection is counted, on
+// plaintext links (sorted by connection id) and encrypted ones (by source).
+void three_sites(bool secure) {
+  const auto base = static_cast<uint16_t>(30000 + (getpid() % 3000) * 3);
+  std::string key_dir;
+  std::unique_ptr<test::TempDir> dir;
+  if (secure) {
+    dir = std::make_unique<test::TempDir>("three-sites");
+    key_dir = dir->path();
+    write_keys(key_dir, 3);
+  }
+  const uint16_t p1 = base, p2 = base + 1, p3 = base + 2;
+  std::vector<std::unique_ptr<MemorySiteIo>> io;
+  for (int n = 1; n <= 3; ++n) {
+    io.push_back(std::make_unique<MemorySiteIo>(g_pool, "mem-" + std::to_string(n), gw_mac(n)));
+  }
+  MonotonicClock clock;
+  std::vector<std::unique_ptr<Gateway>> gw;
+  gw.push_back(
+      std::make_unique<Gateway>(site_config(1, p1, {{2, p2}, {3, p3}}, key_dir), *io[0], clock));
+  gw.push_back(
+      std::make_unique<Gateway>(site_config(2, p2, {{1, p1}, {3, p3}}, key_dir), *io[1], clock));
+  gw.push_back(
+      std::make_unique<Gateway>(site_config(3, p3, {{1, p1}, {2, p2}}, key_dir), *io[2], clock));
+  // Each site's host sends to both others; 3 frames a direction.
+  std::map<int, std::vector<std::vector<uint8_t>>> sent;  // by destination site
+  for (int from = 1; from <= 3; ++from) {
+    for (int to = 1; to <= 3; ++to) {
+      if (to == from) continue;
+      for (uint32_t k = 0; k < 3; ++k) {
+        auto f = frame4(host_ip(from), host_ip(to), 17, static_cast<uint16_t>(40000 + from), 9, 0,
+                        0, gw_mac(from), host_mac(from), 100 + 10 * k + to);
+        ASSERT_TRUE(io[from - 1]->inject(f));
+        sent[to].push_back(f);
+      }
+    }
+  }
+  std::map<int, std::vector<std::vector<uint8_t>>> got;
+  auto all_in = [&] {
+    for (int n = 1; n <= 3; ++n) {
+      if (got[n].size() < sent[n].size()) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 40000 && !all_in(); ++i) {
+    const TimePoint now = clock.now();
+    for (auto& g : gw) g->poll(now);
+    for (int n = 1; n <= 3; ++n) {
+      for (auto& f : io[n - 1]->take_sent()) {
+        if (f[12] == 0x08 && f[13] == 0x06) {  // the gateway asks for its host
+          ASSERT_TRUE(
+              io[n - 1]->inject(arp(2, host_mac(n), host_ip(n),
+                                    0xC6120001u | (static_cast<uint32_t>(n) << 8), gw_mac(n))));
+        } else {
+          got[n].push_back(std::move(f));
+        }
+      }
+    }
+    usleep(100);
+  }
+  for (int n = 1; n <= 3; ++n) {
+    ASSERT_EQ(got[n].size(), sent[n].size()) << "site " << n;
+    // Per source a flow, in order; compare the IP packets as multisets.
+    std::multiset<std::vector<uint8_t>> want, have;
+    for (const auto& f : sent[n]) want.emplace(f.begin() + 14, f.end());
+    for (const auto& f : got[n]) have.emplace(f.begin() + 14, f.end());
+    EXPECT_EQ(have, want) << "site " << n;
+  }
+  for (auto& g : gw) EXPECT_EQ(g->counters().drops[static_cast<size_t>(Drop::kNoRoute)], 0u);
+  // Every gateway sees both peers over its one link.
+  gw[0]->publish(clock.now());
+  const auto links = gw[0]->snapshot("links", Duration::zero());
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0]["bind"], links[1]["bind"]);
+  EXPECT_EQ(links[0]["shared_by"], 2u);
+  EXPECT_GT(links[1]["rx_packets"].get<uint64_t>(), 0u);
+  // A stranger on gateway 1's socket is dropped and counted.
+  io::UdpUringOptions o;
+  o.bind = io::UdpEndpoint::parse("127.0.0.1:" + std::to_string(base + 2900));
+  o.peer = io::UdpEndpoint::parse("127.0.0.1:" + std::to_string(p1));
+  io::UdpUringIo stranger(o);
+  std::vector<uint8_t> junk(64, 0);
+  junk[0] = 1;
+  const io::TxDatagram t{junk.data(), static_cast<uint32_t>(junk.size())};
+  ASSERT_EQ(stranger.send_burst(std::span(&t, 1), clock.now()), 1u);
+  const char* reason = secure ? "unknown_source" : "unknown_connection";
+  uint64_t dropped = 0;
+  for (int i = 0; i < 2000 && dropped == 0; ++i) {
+    gw[0]->poll(clock.now());
+    gw[0]->publish(clock.now());
+    dropped = gw[0]->snapshot("links", Duration::zero())[0]["demux_drops"][reason];
+    usleep(200);
+  }
+  EXPECT_EQ(dropped, 1u);
+}
+
+TEST(Forwarding, ThreeSitesTwoPeersOnOneSocketPlaintext) {
+  NEED_EAL();
+  three_sites(false);
+}
+
+TEST(Forwarding, ThreeSitesTwoPeersOnOneSocketEncrypted) {
+  NEED_EAL();
+  three_sites(true);
+}
+
+// Site `n`'s gateway over two links (127.0.0.1:port and :port + 2) to its
+// peer at peer_port and peer_port + 2: one connection, a path per link.
+GatewayConfig two_link_config(int n, uint16_t port, uint16_t peer_port,
+                              const std::string& key_dir) {
+  const int m = 3 - n;
+  auto at = [](uint16_t p) { return "\"127.0.0.1:" + std::to_string(p) + "\""; };
+  auto key = [&](int k) { return key_dir + "/" + std::to_string(k) + ".key"; };
+  const std::string security =
+      key_dir.empty() ? "insecure = true\n" : "private_key_file = \"" + key(n) + "\"\n";
+  const std::string peer_key =
+      key_dir.empty()
+          ? ""
+          : "public_key = \"" +
+                crypto::key_to_base64(crypto::public_key(crypto::load_private_key_file(key(m)))) +
+                "\"\n";
+  const std::string text =
+      "[local]\ndevice = \"mem0\"\naddress = \"198.18." + std::to_string(n) +
+      ".1\"\nprefix_len = 24\n" + security + "\n[[wan.link]]\nname = \"wan0\"\nbind = " + at(port) +
+      "\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n[[wan.link]]\nname = \"wan1\"\nbind = " +
+      at(static_cast<uint16_t>(port + 2)) + "\nrate = \"500mbit\"\nrtt = \"2ms\"\n\n" +
+      "[[peer]]\nname = \"site-" + std::to_string(m) + "\"\nendpoint = " + at(peer_port) +
+      "\nlinks = [\"wan0\", \"wan1\"]\nendpoints = [" + at(peer_port) + ", " +
+      at(static_cast<uint16_t>(peer_port + 2)) + "]\n" + peer_key +
+      "\n[[route]]\nprefix = \"198.18." + std::to_string(m) + ".0/24\"\npeer = \"site-" +
+      std::to_string(m) + "\"\n\n[metrics]\nenabled = false\n";
+  return parse_config(text, "gw-" + std::to_string(n) + ".toml");
+}
+
+// A peer over two links: every frame arrives once, intact, and both paths
+// carried datagrams each way (rowanctl links: one entry per path, up); on
+// encrypted links every path has its own session, and the peer is one
+// process to all of them (no transport reset).
+void two_links(bool secure) {
+  // Each variant its own ports: a closed io_uring socket may linger briefly.
+  const auto base = static_cast<uint16_t>(50000 + (getpid() % 1500) * 8 + (secure ? 4 : 0));
+  std::unique_ptr<test::TempDir> dir;
+  std::string key_dir;
+  if (secure) {
+    dir = std::make_unique<test::TempDir>("two-links");
+    key_dir = dir->path();
+    write_keys(key_dir, 2);
+  }
+  MemorySiteIo site_a(g_pool, "mem-a", gw_mac(1)), site_b(g_pool, "mem-b", gw_mac(2));
+  MonotonicClock clock;
+  Gateway a(two_link_config(1, base, static_cast<uint16_t>(base + 1), key_dir), site_a, clock);
+  Gateway b(two_link_config(2, static_cast<uint16_t>(base + 1), base, key_dir), site_b, clock);
+  constexpr uint32_t kFrames = 600;
+  std::multiset<std::vector<uint8_t>> want, have;
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint32_t k = 0; k < kFrames; ++k) {
+    auto f = frame4(host_ip(1), host_ip(2), 17, static_cast<uint16_t>(41000 + k % 8), 9, 0, 0,
+                    gw_mac(1), host_mac(1), 1000 + k % 50);
+    f[60] = static_cast<uint8_t>(k);
+    f[61] = static_cast<uint8_t>(k >> 8);
+    want.emplace(f.begin() + 14, f.end());
+    frames.push_back(std::move(f));
+  }
+  size_t next = 0;
+  for (int i = 0; i < 40000 && have.size() < kFrames; ++i) {
+    for (int j = 0; j < 32 && next < frames.size(); ++j) ASSERT_TRUE(site_a.inject(frames[next++]));
+    const TimePoint now = clock.now();
+    a.poll(now);
+    b.poll(now);
+    for (auto& f : site_b.take_sent()) {
+      if (f[12] == 0x08 && f[13] == 0x06) {
+        ASSERT_TRUE(site_b.inject(arp(2, host_mac(2), host_ip(2), 0xC6120201u, gw_mac(2))));
+      } else {
+        have.emplace(f.begin() + 14, f.end());
+      }
+    }
+    usleep(50);
+  }
+  EXPECT_EQ(have, want);
+  a.publish(clock.now());
+  const auto links = a.snapshot("links", Duration::zero());
+  ASSERT_EQ(links.size(), 2u) << links.dump();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(links[i]["path"], i);
+    EXPECT_EQ(links[i]["name"], i == 0 ? "wan0" : "wan1");
+    EXPECT_EQ(links[i]["state"], "up");
+    EXPECT_GT(links[i]["packets_sent"].get<uint64_t>(), 0u) << links.dump();
+    EXPECT_GT(links[i]["packets_received"].get<uint64_t>(), 0u) << links.dump();
+  }
+  const auto peers = a.snapshot("peers", Duration::zero());
+  ASSERT_EQ(peers[0]["paths"].size(), 2u) << peers.dump();
+  EXPECT_EQ(peers[0]["paths"][1]["link"], "wan1");
+  if (secure) {
+    EXPECT_EQ(peers[0]["transport_resets"], 0u) << peers.dump();
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(links[i]["session"], "up") << links.dump();
+  }
+}
+
+TEST(Forwarding, APeerOverTwoLinksUsesBothPathsPlaintext) {
+  NEED_EAL();
+  two_links(false);
+}
+
+TEST(Forwarding, APeerOverTwoLinksUsesBothPathsEncrypted) {
+  NEED_EAL();
+  two_links(true);
 }
 
 // The flow table (tagged open addressing, backward-shift deletion): every

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -58,6 +59,20 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   m.peers.push_back(peer_on("site-c", "wan0", 20));
   m.peers.push_back(peer_on("site-d", "wan1", 30));
   m.routes.push_back({"198.18.2.0/24", "site-b", "passthrough", 1});
+  // Paths: site-b over wan0 and wan2 (a link no peer has first), site-c over
+  // wan0 too.
+  for (const auto& [peer, link, idx] :
+       {std::tuple{"site-b", "wan0", 0u}, {"site-b", "wan2", 1u}, {"site-c", "wan0", 0u}}) {
+    PathMetrics pm;
+    pm.peer = peer;
+    pm.link = link;
+    pm.path = idx;
+    pm.up = idx == 0;
+    pm.link_rate = BitsPerSec::from_mbps(50);
+    pm.sent_bytes = 1000 + idx;
+    pm.downs = idx;
+    m.paths.push_back(pm);
+  }
   m.workers.push_back({0, Duration::from_s(2), Duration::from_s(8), 0.25});
   m.workers.back().active_flows = 3;
   m.workers.back().rx_packets = 700;
@@ -74,6 +89,12 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   EXPECT_EQ(value_of(text, R"(rowan_link_capacity_bytes_per_second{link="wan0"})"), 125e6);
   EXPECT_EQ(value_of(text, R"(rowan_link_configured_rtt_seconds{link="wan1"})"), 0.02);
   EXPECT_EQ(series.count(R"(rowan_peer_up{peer="site-c",link="wan0"})"), 1u);
+  EXPECT_EQ(value_of(text, R"(rowan_path_up{peer="site-b",link="wan2"})"), 0);
+  EXPECT_EQ(value_of(text, R"(rowan_path_up{peer="site-c",link="wan0"})"), 1);
+  EXPECT_EQ(value_of(text, R"(rowan_path_sent_bytes_total{peer="site-b",link="wan2"})"), 1001);
+  EXPECT_EQ(value_of(text, R"(rowan_path_transitions_total{peer="site-b",link="wan2",to="down"})"),
+            1);
+  EXPECT_EQ(value_of(text, R"(rowan_link_capacity_bytes_per_second{link="wan2"})"), 6.25e6);
   EXPECT_EQ(value_of(text, R"(rowan_worker_busy_seconds_total{worker="0"})"), 2);
   EXPECT_EQ(value_of(text, R"(rowan_worker_idle_seconds_total{worker="0"})"), 8);
   EXPECT_EQ(value_of(text, R"(rowan_worker_busy_ratio{worker="0"})"), 0.25);

@@ -72,5 +72,28 @@ TEST(PeerEvents, AFlappingPeerIsRateLimited) {
   EXPECT_NE(out[0].text.find("(8 more like it in the last"), std::string::npos) << out[0].text;
 }
 
+// A path's transitions: one line each, with the peer's and the link's
+// name; a flapping path is rate-limited on its own, without holding back
+// another path's lines.
+TEST(PeerEvents, PathTransitionsOnceEachPerPathRateLimited) {
+  PeerEvents ev("site-b");
+  TimePoint t = TimePoint::from_ns(1'000'000'000);
+  auto lines = ev.path_event(1, "wan1", false, t);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].level, PeerEvents::Level::kWarn);
+  EXPECT_EQ(lines[0].text.rfind("peer site-b: path 1 (link wan1) down", 0), 0u) << lines[0].text;
+  lines = ev.path_event(1, "wan1", true, t + Duration::from_s(2));
+  EXPECT_EQ(texts(lines), std::vector<std::string>{"peer site-b: path 1 (link wan1) up again"});
+  EXPECT_EQ(lines[0].level, PeerEvents::Level::kInfo);
+  // Flapping within kMinInterval: left out and counted...
+  EXPECT_TRUE(ev.path_event(1, "wan1", false, t + Duration::from_s(3)).empty());
+  EXPECT_TRUE(ev.path_event(1, "wan1", true, t + Duration::from_s(4)).empty());
+  // ...while path 0's first transition is logged at once.
+  EXPECT_EQ(ev.path_event(0, "wan0", false, t + Duration::from_s(4)).size(), 1u);
+  lines = ev.path_event(1, "wan1", false, t + Duration::from_s(11));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].text.find("(1 more like it in the last"), std::string::npos) << lines[0].text;
+}
+
 }  // namespace
 }  // namespace rowan::gw
