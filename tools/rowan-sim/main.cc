@@ -93,6 +93,17 @@ int main(int argc, char** argv) {
                  "hosts wake late by uniform [0, D] for timers and arrivals (batched)");
   app.add_option("--host-offset", host_offset,
                  "constant extra RTT the hinted base RTT does not include (gateway processing)");
+  app.add_option("--hint-rate", s.hint_rate,
+                 "the link rate the endpoints are told, as a factor of the true one (0.5: "
+                 "half)")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_option("--hint-rtt", s.hint_rtt,
+                 "the base RTT the endpoints are told, as a factor of the true one")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_option("--window-bdp", s.window_bdp,
+                 "send buffer and receive window in hinted BDPs, as rowand's send_buffer_bdp "
+                 "and recv_window_bdp (default: sized from the true path, never limiting)")
+      ->check(CLI::Range(0.0, 1000.0));
   app.add_flag("--rx-stamps", s.rx_stamps,
                "endpoints know each datagram's arrival time (kernel receive timestamps)");
   app.add_flag("--tcp-source", s.tcp_source,

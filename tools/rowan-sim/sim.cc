@@ -301,15 +301,19 @@ bool Simulation::admit(Flow& f, uint32_t wire_len, TimePoint* depart) {
 void Simulation::start_flow(Flow& f) {
   transport::TransportConfig c;
   c.connection_id = static_cast<uint64_t>(f.id) + 1;
-  c.link_rate = s_.rate;
-  c.base_rtt = f.rtt;
+  c.link_rate = s_.rate.scaled(s_.hint_rate);
+  c.base_rtt = f.rtt.scaled(s_.hint_rtt);
   c.max_datagram = mss_;
   c.cc = f.cc;
   c.cc_params = s_.cc_params;
+  // Unless told otherwise, windows never limit the CC: a full queue plus
+  // the RTTs a repaired hole (or a lost retransmission) holds back delivery
+  // at the receiver, sized from the true path.
   const double bdp = std::max(1.0, static_cast<double>(s_.rate.bytes_in(f.rtt)));
-  // Windows never limit the CC: a full queue plus the RTTs a repaired hole
-  // (or a lost retransmission) holds back delivery at the receiver.
-  const double window_bdp = 4.0 + 2.0 * static_cast<double>(buffer_) / bdp;
+  const double hinted_bdp = std::max(1.0, static_cast<double>(c.link_rate.bytes_in(c.base_rtt)));
+  const double window_bdp = s_.window_bdp > 0
+                                ? s_.window_bdp
+                                : (4.0 * bdp + 2.0 * static_cast<double>(buffer_)) / hinted_bdp;
   c.send_buffer_bdp = window_bdp;
   c.recv_window_bdp = window_bdp;
   c.chunk_size = s_.verify ? 16384 : 65536;
@@ -586,6 +590,9 @@ std::string to_json(const Scenario& s, const Result& r) {
   j["jitter_s"] = s.jitter.seconds();
   j["host_delay_s"] = s.host_delay.seconds();
   j["host_offset_s"] = s.host_offset.seconds();
+  j["hint_rate"] = s.hint_rate;
+  j["hint_rtt"] = s.hint_rtt;
+  j["window_bdp"] = s.window_bdp;
   j["rx_stamps"] = s.rx_stamps;
   j["tcp_source"] = s.tcp_source;
   j["tail_drops"] = r.tail_drops;

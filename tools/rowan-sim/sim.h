@@ -49,6 +49,17 @@ struct Scenario {
   /// kernel receive timestamps give it: a late host's RTT samples and ACK
   /// delays are measured from the arrival, not from when it woke up.
   bool rx_stamps = false;
+  /// What the endpoints are told of the path, as factors of the truth (a
+  /// rowand config's `rate` and `rtt`): 0.5 and 1.5 are a hint wrong by
+  /// 50 % either way. The hints seed the CC (its start, its first RTT,
+  /// the capacity its flow scaling uses) and the first PTO, and the
+  /// windows with `window_bdp`.
+  double hint_rate = 1.0;
+  double hint_rtt = 1.0;
+  /// Non-zero: the send buffer and receive window are this many hinted
+  /// BDPs, as rowand sizes them (its default is 2.0); zero: sized from the
+  /// true path so that they never limit the CC.
+  double window_bdp = 0.0;
   /// The sender's application is a host TCP seen through a passthrough
   /// gateway instead of a bulk source: it keeps at most a window of bytes
   /// outstanding end to end (written and not yet read by the receiving
