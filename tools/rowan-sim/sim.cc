@@ -539,6 +539,8 @@ Result Simulation::run() {
       fr.lost_packets = st.lost_packets;
       fr.rtos = st.rtos;
       fr.spurious = st.spurious_losses;
+      fr.send_window_growths = st.send_window_growths;
+      fr.recv_window_growths = f.rcv.conn->stats().recv_window_growths;
       retx += st.retransmitted_bytes;
       sent += st.stream_bytes_sent;
       if (all_window > 0) {
@@ -614,6 +616,8 @@ std::string to_json(const Scenario& s, const Result& r) {
     o["lost_packets"] = f.lost_packets;
     o["rtos"] = f.rtos;
     o["spurious_losses"] = f.spurious;
+    o["send_window_growths"] = f.send_window_growths;
+    o["recv_window_growths"] = f.recv_window_growths;
     if (f.converge_s >= 0) {
       o["converge_s"] = f.converge_s;
     } else {

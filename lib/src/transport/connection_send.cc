@@ -171,6 +171,11 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
       sp.has_max_data = true;
       eliciting = true;
     }
+    if (data_blocked_pending_ && w.room() >= wire::kDataBlockedFrameSize) {
+      w.data_blocked(peer_max_data_);
+      data_blocked_pending_ = false;
+      eliciting = true;
+    }
     if (!msd_pending_.empty() && w.room() >= wire::kMaxStreamDataFrameSize) {
       Stream& s = *streams_[msd_pending_.back()];
       msd_pending_.pop_back();
@@ -236,10 +241,19 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
 size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept {
   size_t n = 0;
   bool cwnd_ok = true;
+  // New data waits for the peer's credit (queued, or held back in the
+  // application by a send buffer full of it): say so once per limit, so
+  // that the peer can tell its window from its reader (on_peer_blocked).
+  if (sent_new_total_ + mss_payload_ > peer_max_data_ && blocked_reported_ != peer_max_data_ &&
+      (!new_queue_.empty() || send_buffered_ + mss_payload_ >= send_capacity_)) {
+    blocked_reported_ = peer_max_data_;
+    data_blocked_pending_ = true;
+  }
   while (n < out.size()) {
     if (closed_ && !close_pending_) break;
     const bool probe = probes_pending_ > 0;
-    const bool data = has_stream_data() || max_data_pending_ || !msd_pending_.empty();
+    const bool data =
+        has_stream_data() || max_data_pending_ || data_blocked_pending_ || !msd_pending_.empty();
     cwnd_ok = bytes_in_flight_ == 0 || bytes_in_flight_ + cfg_.max_datagram <= cc_->cwnd();
     const bool allow = data && cwnd_ok && pacer_.ready(now);
     if (!allow && !probe && !ack_due(now) && !close_pending_) break;
@@ -248,8 +262,18 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
     ++n;
   }
   if (!has_stream_data() && cwnd_ok) {
-    // Nothing to send below cwnd: rate samples until this data is acked are
-    // app-limited (tcp_rate_check_app_limited).
+    // Nothing to send below cwnd. With everything written already sent, the
+    // send buffer full and credit left, the buffer, not the application or
+    // the peer (a stalled reader keeps this end at its configured buffer),
+    // is what limits the flight (loss recovery holds acked data
+    // above a hole; a hinted BDP may be short of the path's): it grows,
+    // and the application fills it on its next write.
+    if (new_queue_.empty() && send_capacity_ < send_max_ &&
+        send_buffered_ + mss_payload_ >= send_capacity_ &&
+        sent_new_total_ + mss_payload_ <= peer_max_data_)
+      grow_send_window();
+    // Rate samples until this data is acked are app-limited
+    // (tcp_rate_check_app_limited).
     rate_.on_app_limited(bytes_in_flight_);
     if (bytes_in_flight_ == 0 && !idle_reported_) {
       idle_reported_ = true;

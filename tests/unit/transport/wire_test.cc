@@ -32,6 +32,7 @@ TEST(Wire, AckFrameRoundTrip) {
     bool on_stream(const wire::StreamFrame&) { return false; }
     bool on_max_data(uint64_t) { return false; }
     bool on_max_stream_data(uint64_t, uint64_t) { return false; }
+    bool on_data_blocked(uint64_t) { return false; }
     bool on_close(uint16_t) { return false; }
   } v;
   ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
@@ -44,6 +45,31 @@ TEST(Wire, AckFrameRoundTrip) {
     EXPECT_EQ(v.got.ranges[i].hi, a.ranges[i].hi);
   }
   // Every truncation is rejected.
+  for (size_t n = 1; n < buf.size(); ++n) EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v));
+}
+
+TEST(Wire, DataBlockedFrameRoundTrip) {
+  std::vector<uint8_t> buf(wire::kDataBlockedFrameSize);
+  wire::FrameWriter w(buf.data(), buf.size());
+  w.data_blocked(0x0123456789abcdefULL);
+  ASSERT_EQ(w.size(), buf.size());
+  struct V {
+    wire::AckFrame scratch;
+    uint64_t limit = 0;
+    bool on_ping() { return false; }
+    wire::AckFrame& ack_scratch() { return scratch; }
+    bool on_ack(const wire::AckFrame&) { return false; }
+    bool on_stream(const wire::StreamFrame&) { return false; }
+    bool on_max_data(uint64_t) { return false; }
+    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
+    bool on_data_blocked(uint64_t v) {
+      limit = v;
+      return true;
+    }
+    bool on_close(uint16_t) { return false; }
+  } v;
+  ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
+  EXPECT_EQ(v.limit, 0x0123456789abcdefULL);
   for (size_t n = 1; n < buf.size(); ++n) EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v));
 }
 
