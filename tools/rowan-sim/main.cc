@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "cc_params.h"
 #include "registry.h"
 #include "sim.h"
@@ -55,6 +57,46 @@ void parse_buffer(const std::string& t, rowan::sim::Scenario& s) {
   s.buffer_bytes = static_cast<rowan::Bytes>(b);
 }
 
+// "I@T[+D]": path I down at T, for D (until the end without +D).
+rowan::sim::Outage parse_outage(const std::string& t) {
+  const size_t at = t.find('@');
+  if (at == std::string::npos || at == 0) throw std::invalid_argument("--path-down I@T[+D]: " + t);
+  rowan::sim::Outage o;
+  o.path = std::stoi(t.substr(0, at));
+  const std::string rest = t.substr(at + 1);
+  const size_t plus = rest.find('+');
+  o.at = rowan::cc::parse_duration(rest.substr(0, plus));
+  if (plus != std::string::npos) o.duration = rowan::cc::parse_duration(rest.substr(plus + 1));
+  return o;
+}
+
+// Comma lists of --rate, --rtt and --loss, one value per path (a single
+// value applies to every path); --paths N repeats them to N paths.
+void parse_paths(const std::string& rate, const std::string& rtt, const std::string& loss,
+                 int paths, rowan::sim::Scenario& s) {
+  const auto rates = split(rate, ','), rtts = split(rtt, ','), losses = split(loss, ',');
+  size_t n = std::max({rates.size(), rtts.size(), losses.size()});
+  for (const auto* v : {&rates, &rtts, &losses})
+    if (v->size() != 1 && v->size() != n)
+      throw std::invalid_argument("--rate, --rtt and --loss lists must have one value or " +
+                                  std::to_string(n));
+  if (paths > 1) {
+    if (n != 1 && static_cast<size_t>(paths) != n)
+      throw std::invalid_argument("--paths disagrees with the lists' length");
+    n = static_cast<size_t>(paths);
+  }
+  auto at = [](const std::vector<std::string>& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; };
+  s.rate = rowan::cc::parse_rate(at(rates, 0));
+  s.rtt = rowan::cc::parse_duration(at(rtts, 0));
+  s.loss = parse_percent(at(losses, 0));
+  if (n == 1 && paths < 1) return;
+  if (n == 1 && paths == 1) return;
+  for (size_t i = 0; i < n; ++i)
+    s.paths.push_back(rowan::sim::PathSpec{rowan::cc::parse_rate(at(rates, i)),
+                                           rowan::cc::parse_duration(at(rtts, i)),
+                                           parse_percent(at(losses, i))});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,13 +108,20 @@ int main(int argc, char** argv) {
   std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",
               duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample, jitter = "0s",
               host_delay = "0s", host_offset = "0s";
-  std::vector<std::string> params, steps;
+  std::vector<std::string> params, steps, downs;
+  int paths = 0;
   bool json = false, list = false;
   app.add_option("--cc", s.cc, "congestion control (default: the flagship, as rowand)");
   app.add_option("--cc-param", params, "algorithm parameter k=v (repeatable)");
-  app.add_option("--rate", rate, "bottleneck rate, e.g. 10gbit");
-  app.add_option("--rtt", rtt, "base round-trip propagation delay, e.g. 40ms");
-  app.add_option("--loss", loss, "random loss on the bottleneck, e.g. 0.5%");
+  app.add_option("--rate", rate, "bottleneck rate, e.g. 10gbit; per path: 100mbit,50mbit");
+  app.add_option("--rtt", rtt, "base round-trip propagation delay, e.g. 40ms; per path: 20ms,30ms");
+  app.add_option("--loss", loss, "random loss on the bottleneck, e.g. 0.5%; per path: 0,0.1%");
+  app.add_option("--paths", paths, "paths per flow (the lists' values repeated to N paths)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--path-down", downs,
+                 "I@T[+D]: path I (from 0) is cut at T for D, e.g. 1@10s+10s (repeatable)");
+  app.add_flag("--drain", s.drain,
+               "after --duration, run until every written byte is read; report lost_bytes");
   app.add_option("--burst-loss", burst_loss,
                  "Gilbert-Elliott loss P_GB:P_BG[:LOSS_BAD[:LOSS_GOOD]], e.g. 0.001:0.2");
   app.add_option("--buffer", buffer, "bottleneck buffer: 1bdp, 0.25bdp or bytes (64k, 2m)");
@@ -122,9 +171,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    s.rate = rowan::cc::parse_rate(rate);
-    s.rtt = rowan::cc::parse_duration(rtt);
-    s.loss = parse_percent(loss);
+    parse_paths(rate, rtt, loss, paths, s);
+    for (const auto& d : downs) s.outages.push_back(parse_outage(d));
     parse_buffer(buffer, s);
     s.stagger = rowan::cc::parse_duration(stagger);
     s.duration = rowan::cc::parse_duration(duration);
@@ -155,7 +203,10 @@ int main(int argc, char** argv) {
       if (eq == std::string::npos) throw std::invalid_argument("--cc-param wants k=v: " + p);
       s.cc_params.set(p.substr(0, eq), p.substr(eq + 1));
     }
-    const rowan::sim::Result r = rowan::sim::run(s);
+    rowan::sim::Result r = rowan::sim::run(s);
+    rusage ru{};
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+      r.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
     if (json) {
       fmt::print("{}\n", rowan::sim::to_json(s, r));
     } else {
@@ -176,7 +227,26 @@ int main(int argc, char** argv) {
             f.id, f.cc, f.start_s, f.rtt_s * 1e3, f.goodput_bps * 1e-9, f.srtt_s * 1e3,
             f.retransmit_ratio, f.rtos,
             f.converge_s >= 0 ? fmt::format("{:.3f} s", f.converge_s) : std::string("never"));
-      fmt::print("{} packets, {} events, {:.2f} s wall\n", r.packets, r.events, r.wall_s);
+      if (!s.paths.empty()) {
+        for (const auto& p : r.paths)
+          fmt::print(
+              "  path {} rate {:.3f} Gbit/s rtt {:.1f} ms loss {:.4f}% utilization {:.4f} "
+              "throughput {:.3f} Gbit/s downs {} ups {}\n",
+              p.id, p.rate_bps * 1e-9, p.rtt_s * 1e3, p.loss * 100, p.utilization,
+              p.throughput_bps * 1e-9, p.downs, p.ups);
+      }
+      for (const auto& o : r.outages)
+        fmt::print(
+            "  path {} down at {:.2f} s for {:.2f} s: detected {:.3f} s, recovered {:.3f} s, "
+            "rejoined {:.3f} s (-1: never)\n",
+            o.path, o.at_s, o.duration_s, o.detect_s, o.recovery_s, o.rejoin_s);
+      if (s.drain || !s.outages.empty())
+        fmt::print("drained {}  lost bytes {}\n", r.drained, r.lost_bytes);
+      fmt::print(
+          "{} packets, {} events, {:.2f} s wall ({:.2f} simulated s per wall s), peak RSS {:.1f} "
+          "MB\n",
+          r.packets, r.events, r.wall_s, r.wall_s > 0 ? r.simulated_s / r.wall_s : 0,
+          static_cast<double>(r.max_rss_bytes) * 1e-6);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "rowan-sim: {}\n", e.what());

@@ -55,6 +55,13 @@ class Pipe {
     --size_;
   }
   uint32_t slot_size() const { return slot_; }
+  /// Drops everything in it (a cut link); returns how many.
+  size_t clear() {
+    const size_t n = size_;
+    head_ = 0;
+    size_ = 0;
+    return n;
+  }
 
  private:
   struct Meta {
@@ -119,6 +126,20 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+/// One path's bottleneck.
+struct Link {
+  BitsPerSec rate;
+  Duration rtt;
+  double loss = 0;
+  Bytes buffer = 0;
+  TimePoint free_at;
+  bool ge_bad = false;
+  bool down = false;
+  uint64_t wire_delivered = 0;  // after warmup, not dropped
+  uint64_t sample_wire = 0;     // forward wire bytes delivered since the last sample
+  uint64_t tail_drops = 0, random_drops = 0, outage_drops = 0;
+};
+
 struct Flow;
 
 struct Endpoint {
@@ -136,12 +157,14 @@ struct Flow {
   TimePoint start;
   bool started = false;
   Endpoint snd, rcv;
-  std::unique_ptr<Pipe> fwd, rev;  // to the receiver, to the sender
+  // Per path: to the receiver, to the sender.
+  std::vector<std::unique_ptr<Pipe>> fwd, rev;
   uint64_t rx_bytes = 0, rx_after_warmup = 0, rx_after_all = 0, rx_at_sample = 0;
   uint64_t tx_written = 0;
-  uint64_t app_window = 0;  ///< tcp_source: end-to-end window of the host TCP
-  TimePoint fwd_last;       // latest forward delivery time (jitter never reorders)
+  uint64_t app_window = 0;          ///< tcp_source: end-to-end window of the host TCP
+  std::vector<TimePoint> fwd_last;  // per path: latest forward delivery (jitter never reorders)
   uint64_t verify_errors = 0;
+  bool drained = false;
   std::vector<double> recent;  // throughput of the last samples (bit/s)
   double converge_s = -1;
 };
@@ -154,18 +177,52 @@ class Simulation {
     if (s.flows < 1 || s.flows > 10000) throw std::invalid_argument("flows must be 1..10000");
     if (s.duration.ns() <= 0) throw std::invalid_argument("duration must be > 0");
     if (s.loss < 0 || s.loss >= 1) throw std::invalid_argument("loss must be in [0, 1)");
-    rate_ = s.rate;
-    mss_ = s.mss != 0 ? s.mss : (s.rate >= BitsPerSec::from_gbps(1) ? 9000 : 1500);
+    multipath_ = !s.paths.empty();
+    if (multipath_) {
+      if (s.paths.size() > transport::kMaxPaths) throw std::invalid_argument("too many paths");
+      if (!s.flow_rtts.empty() || !s.rate_steps.empty() || s.ge_p_gb > 0 || s.tcp_source)
+        throw std::invalid_argument(
+            "--rtts, --rate-step, --burst-loss and --tcp-source are single-path only");
+    }
+    for (const Outage& o : s.outages) {
+      if (o.path < 0 || static_cast<size_t>(o.path) >= std::max<size_t>(s.paths.size(), 1))
+        throw std::invalid_argument("--path-down: no path " + std::to_string(o.path));
+      if (o.at.ns() < 0 || o.duration.ns() < 0)
+        throw std::invalid_argument("--path-down: negative time");
+    }
+    std::vector<PathSpec> specs = s.paths;
+    if (specs.empty()) specs.push_back(PathSpec{s.rate, s.rtt, s.loss});
+    BitsPerSec fastest;
+    Duration longest;
+    for (const PathSpec& ps : specs) {
+      if (ps.rate.is_zero()) throw std::invalid_argument("rate must be > 0");
+      if (ps.rtt.ns() <= 0) throw std::invalid_argument("rtt must be > 0");
+      if (ps.loss < 0 || ps.loss >= 1) throw std::invalid_argument("loss must be in [0, 1)");
+      fastest = std::max(fastest, ps.rate);
+      longest = std::max(longest, ps.rtt);
+    }
+    mss_ = s.mss != 0 ? s.mss : (fastest >= BitsPerSec::from_gbps(1) ? 9000 : 1500);
     if (mss_ < 600 || mss_ > 65000) throw std::invalid_argument("mss must be 600..65000");
-    buffer_ = s.buffer_bytes != 0
-                  ? s.buffer_bytes
-                  : static_cast<Bytes>(static_cast<double>(s.rate.bytes_in(s.rtt)) * s.buffer_bdp);
-    buffer_ = std::max<Bytes>(buffer_, mss_);
+    for (const PathSpec& ps : specs) {
+      Link l;
+      l.rate = ps.rate;
+      l.rtt = ps.rtt;
+      l.loss = ps.loss;
+      l.buffer =
+          s.buffer_bytes != 0
+              ? s.buffer_bytes
+              : static_cast<Bytes>(static_cast<double>(ps.rate.bytes_in(ps.rtt)) * s.buffer_bdp);
+      l.buffer = std::max<Bytes>(l.buffer, mss_);
+      links_.push_back(l);
+    }
     tcp_window_max_ = s.tcp_window_max != 0 ? s.tcp_window_max : 2 * s.rate.bytes_in(s.rtt);
     end_ = TimePoint::zero() + s.duration;
     warmup_ = TimePoint::zero() + std::min(s.warmup, s.duration - Duration::from_ns(1));
-    interval_ =
-        s.sample_interval.ns() > 0 ? s.sample_interval : std::max(s.rtt, Duration::from_ms(1));
+    drain_ = s.drain || !s.outages.empty();
+    stop_at_ = drain_ ? end_ + std::max(Duration::from_s(5), longest * 20) : end_;
+    interval_ = s.sample_interval.ns() > 0 ? s.sample_interval
+                : multipath_ ? std::clamp(longest, Duration::from_ms(1), Duration::from_ms(50))
+                             : std::max(s.rtt, Duration::from_ms(1));
     slot_ = s.verify ? mss_ : transport::kMinElidedBuffer;
     flows_.resize(static_cast<size_t>(s.flows));
     for (int i = 0; i < s.flows; ++i) {
@@ -176,8 +233,11 @@ class Simulation {
           s.flow_rtts.empty() ? s.rtt : s.flow_rtts[static_cast<size_t>(i) % s.flow_rtts.size()];
       if (f.rtt.ns() <= 0) throw std::invalid_argument("flow RTTs must be > 0");
       f.start = TimePoint::zero() + s.stagger * i;
-      f.fwd = std::make_unique<Pipe>(slot_);
-      f.rev = std::make_unique<Pipe>(slot_);
+      for (size_t k = 0; k < links_.size(); ++k) {
+        f.fwd.push_back(std::make_unique<Pipe>(slot_));
+        f.rev.push_back(std::make_unique<Pipe>(slot_));
+      }
+      f.fwd_last.resize(links_.size());
       f.snd.flow = &f;
       f.snd.sender = true;
       f.rcv.flow = &f;
@@ -190,6 +250,14 @@ class Simulation {
       fmt::print(series_, "time_s,flow,goodput_bps,cwnd_bytes,srtt_s,queue_delay_s,capacity_bps\n");
     }
     if (s.verify) scratch_.resize(1 << 16);
+    if (multipath_) tx_mem_.resize(size_t{kBurst} * slot_);
+    for (size_t i = 0; i < s.outages.size(); ++i) {
+      // An outage that starts before the end and ends before the drain limit.
+      push(TimePoint::zero() + s.outages[i].at, kOutage, static_cast<uint32_t>(i), 1);
+      if (s.outages[i].duration.ns() > 0)
+        push(TimePoint::zero() + s.outages[i].at + s.outages[i].duration, kOutage,
+             static_cast<uint32_t>(i), 0);
+    }
   }
   ~Simulation() {
     if (series_ != nullptr) std::fclose(series_);
@@ -200,12 +268,12 @@ class Simulation {
   Result run();
 
  private:
-  enum Kind : uint8_t { kTimer, kPipe, kSample, kRateStep, kStart };
+  enum Kind : uint8_t { kTimer, kPipe, kSample, kRateStep, kStart, kOutage, kEnd };
   struct Event {
     TimePoint at;
     uint64_t seq;
     uint32_t idx;
-    uint32_t aux;  // timer generation (low bits) / pipe direction
+    uint32_t aux;  // timer generation (low bits) / pipe: path << 2 | late << 1 | forward
     Kind kind;
     bool operator>(const Event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
@@ -215,10 +283,26 @@ class Simulation {
 
   void start_flow(Flow& f);
   void service(Endpoint& ep);
-  void deliver(Flow& f, bool forward);
+  /// Puts the datagram in out_[i] (sent by `ep` at now) on its path's pipe.
+  void transmit(Endpoint& ep, size_t i, bool* was_empty);
+  void deliver(Flow& f, size_t path, bool forward);
   void sample();
-  bool admit(Flow& f, uint32_t wire_len, TimePoint* depart);
-  bool random_loss();
+  void outage(size_t idx, bool begin);
+  bool admit(Link& link, uint32_t wire_len, TimePoint* depart);
+  bool random_loss(Link& link);
+  static uint32_t pipe_aux(size_t path, bool forward) {
+    return static_cast<uint32_t>(path << 2) | (forward ? 1U : 0U);
+  }
+  BitsPerSec capacity() const {
+    uint64_t bps = 0;
+    for (const Link& l : links_) bps += l.rate.bps();
+    return BitsPerSec::from_bps(bps);
+  }
+  Duration path_rtt(const Flow& f, size_t path) const {
+    return multipath_ ? links_[path].rtt : f.rtt;
+  }
+  void result_paths(Result& r);
+  void result_outages(Result& r);
   /// How late an endpoint wakes up (host_delay); zero on a clean host.
   Duration lateness() {
     if (s_.host_delay.ns() <= 0) return Duration::zero();
@@ -237,18 +321,20 @@ class Simulation {
   SimClock clock_;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uni_{0.0, 1.0};
-  bool ge_bad_ = false;
-  BitsPerSec rate_;
+  bool multipath_ = false;
+  std::vector<Link> links_;
   uint32_t mss_ = 0, slot_ = 0;
-  Bytes buffer_ = 0;
+  bool drain_ = false;
+  TimePoint stop_at_;       // end_, or the drain limit
+  uint32_t undrained_ = 0;  // flows with written bytes not yet read (while draining)
   Bytes tcp_window_max_ = 0;
   TimePoint end_, warmup_, last_start_, all_from_;
   Duration interval_;
-  TimePoint link_free_at_;
   std::vector<Flow> flows_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0;
   transport::OutDatagram out_[kBurst];
+  std::vector<uint8_t> tx_mem_;  // several paths: poll_send's buffers, copied to each path's pipe
   std::vector<uint8_t> scratch_;
   FILE* series_ = nullptr;
 
@@ -256,45 +342,59 @@ class Simulation {
   Histogram qdelay_;
   double qdelay_sum_interval_ = 0;
   uint64_t qdelay_n_interval_ = 0;
-  uint64_t wire_bytes_delivered_ = 0;  // after warmup, not randomly lost
-  double capacity_bits_ = 0;           // capacity integrated over [warmup, end]
+  double capacity_bits_ = 0;  // capacity integrated over [warmup, end], all paths
   TimePoint cap_mark_;
-  uint64_t tail_drops_ = 0, random_drops_ = 0, packets_ = 0, events_run_ = 0;
+  uint64_t packets_ = 0, events_run_ = 0;
+  // Per sample: time, in-order bytes read (all flows), per path forward wire bytes.
+  std::vector<double> sample_t_;
+  std::vector<uint64_t> sample_rx_;
+  std::vector<std::vector<uint64_t>> sample_wire_;
+  uint64_t rx_total_ = 0;
+  struct Transition {
+    size_t path;
+    bool up;
+    TimePoint at;
+  };
+  std::vector<Transition> transitions_;  // flow 0's sender
 };
 
-bool Simulation::random_loss() {
+bool Simulation::random_loss(Link& link) {
   bool lost = false;
-  if (s_.loss > 0 && uni_(rng_) < s_.loss) lost = true;
+  if (link.loss > 0 && uni_(rng_) < link.loss) lost = true;
   if (s_.ge_p_gb > 0) {
-    ge_bad_ = ge_bad_ ? uni_(rng_) >= s_.ge_p_bg : uni_(rng_) < s_.ge_p_gb;
-    const double p = ge_bad_ ? s_.ge_loss_bad : s_.ge_loss_good;
+    link.ge_bad = link.ge_bad ? uni_(rng_) >= s_.ge_p_bg : uni_(rng_) < s_.ge_p_gb;
+    const double p = link.ge_bad ? s_.ge_loss_bad : s_.ge_loss_good;
     if (p > 0 && uni_(rng_) < p) lost = true;
   }
   return lost;
 }
 
-bool Simulation::admit(Flow& f, uint32_t wire_len, TimePoint* depart) {
-  (void)f;
+bool Simulation::admit(Link& link, uint32_t wire_len, TimePoint* depart) {
   const TimePoint now = clock_.t;
-  const Bytes backlog = link_free_at_ > now ? rate_.bytes_in(link_free_at_ - now) : 0;
+  const Bytes backlog = link.free_at > now ? link.rate.bytes_in(link.free_at - now) : 0;
   ++packets_;
-  if (backlog + wire_len > buffer_) {
-    ++tail_drops_;
+  if (link.down) {
+    ++link.outage_drops;
     return false;
   }
-  const TimePoint start = std::max(now, link_free_at_);
-  link_free_at_ = start + rate_.transfer_time(wire_len);
-  *depart = link_free_at_;
+  if (backlog + wire_len > link.buffer) {
+    ++link.tail_drops;
+    return false;
+  }
+  const TimePoint start = std::max(now, link.free_at);
+  link.free_at = start + link.rate.transfer_time(wire_len);
+  *depart = link.free_at;
   if (now >= warmup_) {
     qdelay_.add((start - now).ns());
     qdelay_sum_interval_ += static_cast<double>((start - now).ns());
     ++qdelay_n_interval_;
   }
-  if (random_loss()) {
-    ++random_drops_;
+  if (random_loss(link)) {
+    ++link.random_drops;
     return false;
   }
-  if (*depart >= warmup_ && *depart <= end_) wire_bytes_delivered_ += wire_len;
+  if (*depart >= warmup_ && *depart <= end_) link.wire_delivered += wire_len;
+  link.sample_wire += wire_len;
   return true;
 }
 
@@ -310,17 +410,27 @@ void Simulation::start_flow(Flow& f) {
   // the RTTs a repaired hole (or a lost retransmission) holds back delivery
   // at the receiver, sized from the true path.
   const double bdp = std::max(1.0, static_cast<double>(s_.rate.bytes_in(f.rtt)));
+  // With several paths the connection sizes its BDP from all of them.
   const double hinted_bdp = std::max(1.0, static_cast<double>(c.link_rate.bytes_in(c.base_rtt)));
-  const double window_bdp = s_.window_bdp > 0
-                                ? s_.window_bdp
-                                : (4.0 * bdp + 2.0 * static_cast<double>(buffer_)) / hinted_bdp;
+  const double window_bdp =
+      s_.window_bdp > 0 ? s_.window_bdp
+      : multipath_      ? 4.0 + 2.0 * s_.buffer_bdp
+                        : (4.0 * bdp + 2.0 * static_cast<double>(links_[0].buffer)) / hinted_bdp;
+  Duration shortest = f.rtt;
+  if (multipath_) {
+    shortest = links_[0].rtt;
+    for (const Link& l : links_) {
+      c.paths.push_back(transport::PathConfig{l.rate, l.rtt});
+      shortest = std::min(shortest, l.rtt);
+    }
+  }
   c.send_buffer_bdp = window_bdp;
   c.recv_window_bdp = window_bdp;
   c.chunk_size = s_.verify ? 16384 : 65536;
   c.max_streams = 4;
   c.ack_every = s_.ack_every;
-  c.max_ack_delay = std::clamp(f.rtt / 8, Duration::from_us(25), Duration::from_ms(1));
-  c.timer_granularity = std::min(Duration::from_us(100), f.rtt / 4);
+  c.max_ack_delay = std::clamp(shortest / 8, Duration::from_us(25), Duration::from_ms(1));
+  c.timer_granularity = std::min(Duration::from_us(100), shortest / 4);
   c.integrity_check = s_.verify;
   c.elide_payload = !s_.verify;
   f.snd.conn = std::make_unique<transport::Connection>(c, clock_, clock_.t);
@@ -330,14 +440,46 @@ void Simulation::start_flow(Flow& f) {
   service(f.snd);
 }
 
+void Simulation::transmit(Endpoint& ep, size_t i, bool* was_empty) {
+  Flow& f = *ep.flow;
+  const TimePoint now = clock_.t;
+  const size_t path = out_[i].path.index;
+  Link& link = links_[path];
+  Pipe& pipe = ep.sender ? *f.fwd[path] : *f.rev[path];
+  TimePoint at;
+  if (ep.sender) {
+    if (!admit(link, out_[i].wire_len, &at)) return;
+    at += path_rtt(f, path) / 2 + s_.host_offset;
+    if (s_.jitter.ns() > 0) {
+      at +=
+          Duration::from_ns(static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
+      at = std::max(at, f.fwd_last[path]);
+      f.fwd_last[path] = at;
+    }
+  } else {
+    if (link.down) {
+      ++link.outage_drops;
+      return;
+    }
+    const Duration rtt = path_rtt(f, path);
+    at = now + (rtt - rtt / 2);
+  }
+  if (pipe.empty()) was_empty[path] = true;
+  pipe.reserve(1);
+  std::memcpy(pipe.free_slot(0), out_[i].data, out_[i].len);
+  pipe.commit(0, at, out_[i].len, out_[i].wire_len);
+}
+
 void Simulation::service(Endpoint& ep) {
   transport::Connection& conn = *ep.conn;
   Flow& f = *ep.flow;
   const TimePoint now = clock_.t;
-  Pipe& pipe = ep.sender ? *f.fwd : *f.rev;
+  // One path: datagrams are written straight into the pipe's free slots.
+  Pipe& pipe = ep.sender ? *f.fwd[0] : *f.rev[0];
   const bool was_empty = pipe.empty();
+  bool path_was_empty[transport::kMaxPaths] = {};
   for (;;) {
-    if (ep.sender) {
+    if (ep.sender && !(drain_ && now >= end_)) {
       // A bulk application keeps the send buffer full; a host TCP keeps at
       // most its window outstanding end to end.
       Bytes room = conn.send_buffer_free();
@@ -359,32 +501,59 @@ void Simulation::service(Endpoint& ep) {
       }
     }
     if (conn.next_timeout() <= now) conn.on_timeout(now);
-    pipe.reserve(kBurst);
-    for (uint32_t i = 0; i < kBurst; ++i)
-      out_[i] = transport::OutDatagram{pipe.free_slot(i), slot_, 0, 0};
-    const size_t n = conn.poll_send(std::span(out_, kBurst), now);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; ++i) {
-      TimePoint at;
-      if (ep.sender) {
-        if (!admit(f, out_[i].wire_len, &at)) continue;
-        at += f.rtt / 2 + s_.host_offset;
-        if (s_.jitter.ns() > 0) {
-          at += Duration::from_ns(
-              static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
-          at = std::max(at, f.fwd_last);
-          f.fwd_last = at;
+    size_t n = 0;
+    if (!multipath_) {
+      pipe.reserve(kBurst);
+      for (uint32_t i = 0; i < kBurst; ++i)
+        out_[i] = transport::OutDatagram{pipe.free_slot(i), slot_, 0, 0, {}};
+      n = conn.poll_send(std::span(out_, kBurst), now);
+      size_t kept = 0;
+      for (size_t i = 0; i < n; ++i) {
+        TimePoint at;
+        if (ep.sender) {
+          if (!admit(links_[0], out_[i].wire_len, &at)) continue;
+          at += f.rtt / 2 + s_.host_offset;
+          if (s_.jitter.ns() > 0) {
+            at += Duration::from_ns(
+                static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
+            at = std::max(at, f.fwd_last[0]);
+            f.fwd_last[0] = at;
+          }
+        } else {
+          if (links_[0].down) {
+            ++links_[0].outage_drops;
+            continue;
+          }
+          at = now + (f.rtt - f.rtt / 2);
         }
-      } else {
-        at = now + (f.rtt - f.rtt / 2);
+        pipe.commit(i - kept, at, out_[i].len, out_[i].wire_len);
+        ++kept;
       }
-      pipe.commit(i - kept, at, out_[i].len, out_[i].wire_len);
-      ++kept;
+    } else {
+      for (uint32_t i = 0; i < kBurst; ++i)
+        out_[i] = transport::OutDatagram{tx_mem_.data() + size_t{i} * slot_, slot_, 0, 0, {}};
+      n = conn.poll_send(std::span(out_, kBurst), now);
+      for (size_t i = 0; i < n; ++i) transmit(ep, i, path_was_empty);
     }
     if (n < kBurst) break;
   }
-  if (was_empty && !pipe.empty())
-    push(pipe.head_time(), kPipe, static_cast<uint32_t>(f.id), ep.sender ? 1 : 0);
+  if (ep.sender && f.id == 0) {
+    transport::PathEvent pe;
+    while (conn.next_path_event(&pe))
+      transitions_.push_back(
+          Transition{pe.path.index, pe.state == transport::PathState::kUp, pe.at});
+  }
+  const uint32_t dir = ep.sender ? 1 : 0;
+  if (!multipath_) {
+    if (was_empty && !pipe.empty())
+      push(pipe.head_time(), kPipe, static_cast<uint32_t>(f.id), pipe_aux(0, dir == 1));
+  } else {
+    for (size_t k = 0; k < links_.size(); ++k) {
+      Pipe& pk = ep.sender ? *f.fwd[k] : *f.rev[k];
+      if (path_was_empty[k] && !pk.empty())
+        push(pk.head_time(), kPipe, static_cast<uint32_t>(f.id), pipe_aux(k, dir == 1));
+    }
+  }
   TimePoint next = conn.next_timeout();
   if (next <= now) next = now + Duration::from_us(1);  // never spin at one instant
   if (next != ep.scheduled) {
@@ -395,13 +564,14 @@ void Simulation::service(Endpoint& ep) {
   }
 }
 
-void Simulation::deliver(Flow& f, bool forward) {
-  Pipe& pipe = forward ? *f.fwd : *f.rev;
+void Simulation::deliver(Flow& f, size_t path, bool forward) {
+  Pipe& pipe = forward ? *f.fwd[path] : *f.rev[path];
   Endpoint& dst = forward ? f.rcv : f.snd;
   const TimePoint now = clock_.t;
+  const transport::PathId pid{static_cast<uint16_t>(path)};
   while (!pipe.empty() && pipe.head_time() <= now) {
     dst.conn->on_datagram(pipe.head_data(), pipe.head_len(), io::Ecn::kEct0, now,
-                          s_.rx_stamps ? pipe.head_time() : TimePoint());
+                          s_.rx_stamps ? pipe.head_time() : TimePoint(), pid);
     pipe.pop();
   }
   if (forward) {
@@ -417,14 +587,32 @@ void Simulation::deliver(Flow& f, bool forward) {
             if (scratch_[i] != pattern(f.rx_bytes + i)) ++f.verify_errors;
         }
         f.rx_bytes += n;
+        rx_total_ += n;
         if (s_.tcp_source) f.app_window = std::min<uint64_t>(f.app_window + n, tcp_window_max_);
-        if (now >= warmup_) f.rx_after_warmup += n;
-        if (now >= all_from_) f.rx_after_all += n;
+        if (now >= warmup_ && now <= end_) f.rx_after_warmup += n;
+        if (now >= all_from_ && now <= end_) f.rx_after_all += n;
       }
+    }
+    if (drain_ && now >= end_ && f.rx_bytes == f.tx_written && !f.drained) {
+      f.drained = true;
+      --undrained_;
     }
   }
   service(dst);
-  if (!pipe.empty()) push(pipe.head_time(), kPipe, static_cast<uint32_t>(f.id), forward ? 1 : 0);
+  if (!pipe.empty())
+    push(pipe.head_time(), kPipe, static_cast<uint32_t>(f.id), pipe_aux(path, forward));
+}
+
+void Simulation::outage(size_t idx, bool begin) {
+  const Outage& o = s_.outages[idx];
+  Link& link = links_[static_cast<size_t>(o.path)];
+  link.down = begin;
+  if (!begin) return;
+  // A cut link loses what is on it.
+  for (Flow& f : flows_) {
+    link.outage_drops += f.fwd[static_cast<size_t>(o.path)]->clear();
+    link.outage_drops += f.rev[static_cast<size_t>(o.path)]->clear();
+  }
 }
 
 void Simulation::sample() {
@@ -432,7 +620,7 @@ void Simulation::sample() {
   const double secs = interval_.seconds();
   int active = 0;
   for (const Flow& f : flows_) active += f.started ? 1 : 0;
-  const double fair = static_cast<double>(rate_.bps()) / std::max(active, 1);
+  const double fair = static_cast<double>(capacity().bps()) / std::max(active, 1);
   const double qd = qdelay_n_interval_ > 0
                         ? qdelay_sum_interval_ / static_cast<double>(qdelay_n_interval_) * 1e-9
                         : 0;
@@ -447,8 +635,18 @@ void Simulation::sample() {
     if (series_ != nullptr) {
       const auto& st = f.snd.conn->stats();
       fmt::print(series_, "{:.6f},{},{:.0f},{},{:.6f},{:.6f},{}\n", now.ns() * 1e-9, f.id, bps,
-                 st.cwnd, st.srtt.seconds(), qd, rate_.bps());
+                 st.cwnd, st.srtt.seconds(), qd, capacity().bps());
     }
+  }
+  if (multipath_ || !s_.outages.empty()) {
+    sample_t_.push_back((now - TimePoint::zero()).seconds());
+    sample_rx_.push_back(rx_total_);
+    std::vector<uint64_t> wire(links_.size());
+    for (size_t k = 0; k < links_.size(); ++k) {
+      wire[k] = links_[k].sample_wire;
+      links_[k].sample_wire = 0;
+    }
+    sample_wire_.push_back(std::move(wire));
   }
   qdelay_sum_interval_ = 0;
   qdelay_n_interval_ = 0;
@@ -460,16 +658,22 @@ Result Simulation::run() {
   for (size_t i = 0; i < s_.rate_steps.size(); ++i)
     push(TimePoint::zero() + s_.rate_steps[i].first, kRateStep, static_cast<uint32_t>(i));
   push(TimePoint::zero() + interval_, kSample, 0);
+  if (drain_) push(end_, kEnd, 0);
   cap_mark_ = warmup_;
   auto account_capacity = [&](TimePoint upto) {
     if (upto > cap_mark_) {
-      capacity_bits_ += static_cast<double>(rate_.bps()) * (upto - cap_mark_).seconds();
+      capacity_bits_ += static_cast<double>(capacity().bps()) * (upto - cap_mark_).seconds();
       cap_mark_ = upto;
     }
   };
+  bool drained = false;
   while (!events_.empty()) {
     const Event ev = events_.top();
-    if (ev.at > end_) break;
+    if (ev.at > stop_at_) break;
+    if (drain_ && ev.at > end_ && undrained_ == 0) {
+      drained = true;
+      break;
+    }
     events_.pop();
     clock_.t = ev.at;
     ++events_run_;
@@ -490,31 +694,54 @@ Result Simulation::run() {
           push(ev.at + lateness(), kPipe, ev.idx, ev.aux | 2U);
           break;
         }
-        deliver(flows_[ev.idx], (ev.aux & 1U) == 1);
+        deliver(flows_[ev.idx], ev.aux >> 2, (ev.aux & 1U) == 1);
         break;
       case kSample:
+        if (ev.at > end_) break;
         sample();
         push(ev.at + interval_, kSample, 0);
         break;
-      case kRateStep: {
-        account_capacity(clock_.t);
-        const BitsPerSec next = s_.rate_steps[ev.idx].second;
-        if (link_free_at_ > clock_.t) {
-          const Bytes backlog = rate_.bytes_in(link_free_at_ - clock_.t);
-          link_free_at_ = clock_.t + next.transfer_time(backlog);
+      case kOutage:
+        outage(ev.idx, ev.aux == 1);
+        break;
+      case kEnd:
+        // From here the senders write nothing more; the run ends once every
+        // flow has read all it wrote.
+        for (Flow& f : flows_) {
+          if (f.rx_bytes == f.tx_written) {
+            f.drained = true;
+          } else {
+            ++undrained_;
+          }
         }
-        rate_ = next;
+        for (Flow& f : flows_)
+          if (f.started) service(f.snd);
+        break;
+      case kRateStep: {
+        if (ev.at > end_) break;
+        account_capacity(clock_.t);
+        Link& l = links_[0];
+        const BitsPerSec next = s_.rate_steps[ev.idx].second;
+        if (l.free_at > clock_.t) {
+          const Bytes backlog = l.rate.bytes_in(l.free_at - clock_.t);
+          l.free_at = clock_.t + next.transfer_time(backlog);
+        }
+        l.rate = next;
         break;
       }
     }
   }
+  if (drain_ && undrained_ == 0 && !events_.empty() && events_.top().at > end_) drained = true;
   account_capacity(end_);
 
   Result r;
-  r.capacity_bps = static_cast<double>(s_.rate.bps());
+  r.drained = drain_ && drained;
+  r.capacity_bps =
+      multipath_ ? static_cast<double>(capacity().bps()) : static_cast<double>(s_.rate.bps());
   const double window = (end_ - warmup_).seconds();
-  r.utilization =
-      capacity_bits_ > 0 ? static_cast<double>(wire_bytes_delivered_) * 8 / capacity_bits_ : 0;
+  uint64_t wire_delivered = 0;
+  for (const Link& l : links_) wire_delivered += l.wire_delivered;
+  r.utilization = capacity_bits_ > 0 ? static_cast<double>(wire_delivered) * 8 / capacity_bits_ : 0;
   uint64_t total = 0, retx = 0, sent = 0;
   double sum = 0, sum_sq = 0;
   int jain_n = 0;
@@ -551,6 +778,8 @@ Result Simulation::run() {
       }
     }
     total += f.rx_after_warmup;
+    r.corrupted_bytes += f.verify_errors;
+    if (drain_) r.lost_bytes += f.tx_written - f.rx_bytes;
     r.flows.push_back(fr);
   }
   r.goodput_bps = window > 0 ? static_cast<double>(total) * 8 / window : 0;
@@ -559,12 +788,106 @@ Result Simulation::run() {
   r.queue_delay_p50_s = qdelay_.quantile(0.50) * 1e-9;
   r.queue_delay_p95_s = qdelay_.quantile(0.95) * 1e-9;
   r.queue_delay_p99_s = qdelay_.quantile(0.99) * 1e-9;
-  r.tail_drops = tail_drops_;
-  r.random_drops = random_drops_;
+  for (const Link& l : links_) {
+    r.tail_drops += l.tail_drops;
+    r.random_drops += l.random_drops;
+  }
   r.packets = packets_;
   r.events = events_run_;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  r.simulated_s = (clock_.t - TimePoint::zero()).seconds();
+  if (flows_[0].started) {
+    transport::Connection& conn = *flows_[0].snd.conn;
+    const auto& st = conn.stats();
+    r.configured_buffer_bytes = st.send_buffer_capacity + st.recv_buffer_capacity;
+    for (size_t k = 0; k < conn.path_count(); ++k)
+      r.path_memory_bytes += conn.path_stats(transport::PathId{static_cast<uint16_t>(k)}).memory;
+  }
+  result_paths(r);
+  result_outages(r);
   return r;
+}
+
+void Simulation::result_paths(Result& r) {
+  const double window = (end_ - warmup_).seconds();
+  for (size_t k = 0; k < links_.size(); ++k) {
+    const Link& l = links_[k];
+    PathResult pr;
+    pr.id = static_cast<int>(k);
+    pr.rate_bps = static_cast<double>(l.rate.bps());
+    pr.rtt_s = (multipath_ ? l.rtt : s_.rtt).seconds();
+    pr.loss = l.loss;
+    pr.throughput_bps = window > 0 ? static_cast<double>(l.wire_delivered) * 8 / window : 0;
+    pr.utilization = pr.throughput_bps / pr.rate_bps;
+    pr.tail_drops = l.tail_drops;
+    pr.random_drops = l.random_drops;
+    pr.outage_drops = l.outage_drops;
+    for (Flow& f : flows_) {
+      if (!f.started) continue;
+      const auto& ps = f.snd.conn->path_stats(transport::PathId{static_cast<uint16_t>(k)});
+      pr.bytes_acked += ps.bytes_acked;
+      pr.lost_packets += ps.lost_packets;
+      pr.downs += ps.downs;
+      pr.ups += ps.ups;
+      if (f.id == 0) pr.srtt_s = ps.srtt.seconds();
+    }
+    r.paths.push_back(pr);
+  }
+}
+
+// Recovery and rejoin times from the samples: goodput over a 100 ms window
+// (at least one sample) against the capacity of the paths not cut, and each
+// path's forward wire bytes per sample against its rate.
+void Simulation::result_outages(Result& r) {
+  const double dt = interval_.seconds();
+  const size_t w = std::max<size_t>(1, static_cast<size_t>(std::ceil(0.1 / dt - 1e-9)));
+  for (const Outage& o : s_.outages) {
+    OutageResult orr;
+    orr.path = o.path;
+    orr.at_s = o.at.seconds();
+    orr.duration_s = o.duration.seconds();
+    const TimePoint at = TimePoint::zero() + o.at;
+    for (const Transition& t : transitions_) {
+      if (t.path == static_cast<size_t>(o.path) && !t.up && t.at >= at) {
+        orr.detect_s = (t.at - at).seconds();
+        break;
+      }
+    }
+    const double back = o.duration.ns() > 0 ? orr.at_s + orr.duration_s : 1e300;
+    for (size_t i = w; i < sample_t_.size(); ++i) {
+      const double t0 = sample_t_[i - w], t1 = sample_t_[i];
+      if (t0 < orr.at_s - 1e-9) continue;
+      // Capacity of the paths not cut at t1.
+      double surviving = 0;
+      for (size_t k = 0; k < links_.size(); ++k) {
+        bool cut = false;
+        for (const Outage& x : s_.outages) {
+          const double xa = x.at.seconds();
+          const double xb = x.duration.ns() > 0 ? xa + x.duration.seconds() : 1e300;
+          if (static_cast<size_t>(x.path) == k && t0 < xb && t1 > xa) cut = true;
+        }
+        if (!cut) surviving += static_cast<double>(links_[k].rate.bps());
+      }
+      const double bps = static_cast<double>(sample_rx_[i] - sample_rx_[i - w]) * 8 / (t1 - t0);
+      if (surviving > 0 && bps >= 0.85 * surviving) {
+        orr.recovery_s = t1 - orr.at_s;
+        break;
+      }
+      if (t1 >= back) break;  // back before goodput recovered: no recovery time
+    }
+    if (o.duration.ns() > 0) {
+      const size_t k = static_cast<size_t>(o.path);
+      const double need = 0.1 * static_cast<double>(links_[k].rate.bps()) * dt / 8;
+      for (size_t i = 0; i < sample_t_.size(); ++i) {
+        if (sample_t_[i] - dt < back - 1e-9) continue;
+        if (static_cast<double>(sample_wire_[i][k]) >= need) {
+          orr.rejoin_s = sample_t_[i] - back;
+          break;
+        }
+      }
+    }
+    r.outages.push_back(orr);
+  }
 }
 
 }  // namespace
@@ -627,6 +950,49 @@ std::string to_json(const Scenario& s, const Result& r) {
     flows.push_back(o);
   }
   j["flows"] = flows;
+  j["simulated_s"] = r.simulated_s;
+  j["sim_speed"] = r.wall_s > 0 ? r.simulated_s / r.wall_s : 0;
+  if (r.max_rss_bytes > 0) j["max_rss_bytes"] = r.max_rss_bytes;
+  j["path_memory_bytes"] = r.path_memory_bytes;
+  j["configured_buffer_bytes"] = r.configured_buffer_bytes;
+  if (s.verify) j["corrupted_bytes"] = r.corrupted_bytes;
+  if (s.drain || !s.outages.empty()) {
+    j["drained"] = r.drained;
+    j["lost_bytes"] = r.lost_bytes;
+  }
+  nlohmann::json paths = nlohmann::json::array();
+  for (const PathResult& p : r.paths) {
+    nlohmann::json o;
+    o["id"] = p.id;
+    o["rate_bps"] = p.rate_bps;
+    o["rtt_s"] = p.rtt_s;
+    o["loss"] = p.loss;
+    o["utilization"] = p.utilization;
+    o["throughput_bps"] = p.throughput_bps;
+    o["tail_drops"] = p.tail_drops;
+    o["random_drops"] = p.random_drops;
+    o["outage_drops"] = p.outage_drops;
+    o["bytes_acked"] = p.bytes_acked;
+    o["lost_packets"] = p.lost_packets;
+    o["downs"] = p.downs;
+    o["ups"] = p.ups;
+    o["srtt_s"] = p.srtt_s;
+    paths.push_back(o);
+  }
+  j["paths"] = paths;
+  nlohmann::json outages = nlohmann::json::array();
+  auto opt = [](double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  for (const OutageResult& o : r.outages) {
+    nlohmann::json x;
+    x["path"] = o.path;
+    x["at_s"] = o.at_s;
+    x["duration_s"] = o.duration_s;
+    x["detect_s"] = opt(o.detect_s);
+    x["recovery_s"] = opt(o.recovery_s);
+    x["rejoin_s"] = opt(o.rejoin_s);
+    outages.push_back(x);
+  }
+  j["outages"] = outages;
   return j.dump();
 }
 

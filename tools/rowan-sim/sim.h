@@ -5,7 +5,11 @@
 // Topology per flow i: sender S_i ──▶ shared bottleneck (rate, FIFO buffer in
 // bytes, tail drop; random loss on the wire: Bernoulli and/or Gilbert–Elliott)
 // ──▶ one-way delay rtt_i/2 ──▶ receiver R_i; R_i's ACKs return over an
-// uncongested path of delay rtt_i/2.
+// uncongested path of delay rtt_i/2. With several paths (Scenario::paths)
+// each path is such a bottleneck of its own (rate, RTT, loss, buffer), every
+// flow's connection runs over all of them (path i over bottleneck i), and a
+// path can be cut for a while (Scenario::outages: both directions drop
+// everything, including what was on the wire).
 //
 // Cheapness: each path is a FIFO (departures are monotonic and delays constant
 // per flow), so the event heap only holds one entry per path head plus one
@@ -27,6 +31,20 @@
 #include "cc_params.h"
 
 namespace rowan::sim {
+
+/// One path of a multipath scenario.
+struct PathSpec {
+  BitsPerSec rate;
+  Duration rtt;
+  double loss = 0.0;
+};
+
+/// Path `path` is cut at `at` for `duration` (zero: until the end).
+struct Outage {
+  int path = 0;
+  Duration at;
+  Duration duration;
+};
 
 struct Scenario {
   BitsPerSec rate = BitsPerSec::from_gbps(1);
@@ -85,6 +103,33 @@ struct Scenario {
   bool verify = false;       ///< carry and check real payload bytes
   Duration sample_interval;  ///< 0: max(rtt, 1 ms)
   std::string series_path;   ///< CSV of per-flow throughput and queue delay
+  /// Several paths per flow (empty: one path of `rate`, `rtt`/`flow_rtts`
+  /// and `loss`). Bursty loss, rate steps and per-flow RTTs are single-path only.
+  std::vector<PathSpec> paths;
+  std::vector<Outage> outages;
+  /// After `duration`, stop writing and run until every written byte is read
+  /// (or a drain limit): Result::lost_bytes then says what never arrived.
+  /// On with outages.
+  bool drain = false;
+};
+
+struct PathResult {
+  int id = 0;
+  double rate_bps = 0, rtt_s = 0, loss = 0;
+  double utilization = 0;     ///< wire bytes across this path's bottleneck ÷ its capacity
+  double throughput_bps = 0;  ///< those wire bytes over the measured window
+  uint64_t tail_drops = 0, random_drops = 0, outage_drops = 0;
+  // Senders' view, summed over flows.
+  uint64_t bytes_acked = 0, lost_packets = 0, downs = 0, ups = 0;
+  double srtt_s = 0;  ///< flow 0's sender
+};
+
+struct OutageResult {
+  int path = 0;
+  double at_s = 0, duration_s = 0;
+  double detect_s = -1;    ///< until flow 0's sender declared the path down (−1: never)
+  double recovery_s = -1;  ///< until goodput over 100 ms reached 0.85 × the surviving capacity
+  double rejoin_s = -1;    ///< from its return until it carried ≥ 10 % of its rate again
 };
 
 struct FlowResult {
@@ -111,7 +156,16 @@ struct Result {
   double retransmit_ratio = 0;
   uint64_t tail_drops = 0, random_drops = 0, packets = 0, events = 0;
   double wall_s = 0;
+  double simulated_s = 0;          ///< simulated time run (duration, plus the drain)
+  uint64_t max_rss_bytes = 0;      ///< the process's peak RSS (filled by the CLI, not by run())
+  uint64_t path_memory_bytes = 0;  ///< sent-packet rings of flow 0's sender, all paths
+  uint64_t configured_buffer_bytes = 0;  ///< flow 0 sender's send + receive pools as configured
+  bool drained = false;                  ///< drain ran and everything written arrived
+  uint64_t lost_bytes = 0;               ///< with drain: written but never read
+  uint64_t corrupted_bytes = 0;          ///< with verify: bytes read that differ
   std::vector<FlowResult> flows;
+  std::vector<PathResult> paths;  ///< one per path (one for a single-path run)
+  std::vector<OutageResult> outages;
 };
 
 /// Runs `s`; throws std::invalid_argument / cc::CcParamError on a bad scenario.

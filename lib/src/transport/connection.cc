@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "registry.h"
 
@@ -19,6 +20,19 @@ uint32_t chunks_for(Bytes bytes, uint32_t cs) {
 }
 
 Bytes scaled(Bytes b, double f) { return static_cast<Bytes>(static_cast<double>(b) * f); }
+
+// The configured BDP over all paths: their summed rate over the longest RTT
+// (data striped over paths of unequal delay arrives that much apart).
+Bytes configured_bdp(const TransportConfig& c) {
+  if (c.paths.empty()) return std::max(c.link_rate.bytes_in(c.base_rtt), c.min_buffer);
+  uint64_t bps = 0;
+  Duration rtt;
+  for (const PathConfig& p : c.paths) {
+    bps += (p.link_rate.is_zero() ? c.link_rate : p.link_rate).bps();
+    rtt = std::max(rtt, p.base_rtt.is_zero() ? c.base_rtt : p.base_rtt);
+  }
+  return std::max(BitsPerSec::from_bps(bps).bytes_in(rtt), c.min_buffer);
+}
 
 }  // namespace
 
@@ -46,10 +60,46 @@ uint32_t Connection::SlotQueue::pop() {
 // ---------------------------------------------------------------------------
 // Construction
 
+Connection::Path::Path(PathId path_id, const PathConfig& pc, size_t ring, TimePoint now)
+    : id(path_id),
+      cfg(pc),
+      rtt(pc.base_rtt.is_zero() ? Duration::from_ms(333) : pc.base_rtt * 2),
+      rate(now),
+      sent_ring(ring),
+      last_ack_eliciting_sent(now),
+      ack_wait_from(now),
+      largest_received_time(now),
+      ack_return(path_id.index) {
+  stats.link_rate = pc.link_rate;
+  stats.base_rtt = pc.base_rtt;
+}
+
+Connection::Path& Connection::make_path(const PathConfig& pc, const Clock& clock, TimePoint now) {
+  if (paths_.size() >= kMaxPaths) throw std::invalid_argument("too many paths");
+  PathConfig resolved = pc;
+  if (resolved.link_rate.is_zero()) resolved.link_rate = cfg_.link_rate;
+  if (resolved.base_rtt.is_zero()) resolved.base_rtt = cfg_.base_rtt;
+  cc::PathHints hints;
+  hints.link_rate = resolved.link_rate;
+  hints.base_rtt = resolved.base_rtt;
+  hints.mss = cfg_.max_datagram;
+  cc::ControllerPtr cc = cc::Registry::create(cfg_.cc, clock, hints, cfg_.cc_params);
+  const PathId id{static_cast<uint16_t>(paths_.size())};
+  paths_.push_back(std::make_unique<Path>(id, resolved, ring_size_, now));
+  Path& path = *paths_.back();
+  path.cc = std::move(cc);
+  path.probe_interval = pto_base(path);
+  ++up_paths_;
+  return path;
+}
+
+PathId Connection::add_path(const PathConfig& path, const Clock& clock, TimePoint now) {
+  return make_path(path, clock, now).id;
+}
+
 Connection::Connection(const TransportConfig& config, const Clock& clock, TimePoint now)
     : cfg_(config),
-      rtt_(config.base_rtt.is_zero() ? Duration::from_ms(333) : config.base_rtt * 2),
-      bdp_(std::max(config.link_rate.bytes_in(config.base_rtt), config.min_buffer)),
+      bdp_(configured_bdp(config)),
       mss_payload_(config.max_datagram > wire::kOverhead + 64
                        ? config.max_datagram - static_cast<uint32_t>(wire::kOverhead)
                        : 64),
@@ -62,16 +112,11 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
                  chunks_for(std::max(scaled(bdp_, config.recv_window_bdp), config.min_buffer),
                             config.chunk_size) +
                      2 * config.max_streams,
-                 !config.elide_payload),
-      rate_(now) {
+                 !config.elide_payload) {
   if (cfg_.max_datagram < wire::kOverhead + 64) cfg_.max_datagram = wire::kOverhead + 64;
   if (cfg_.ack_every == 0) cfg_.ack_every = 1;
   if (cfg_.packet_threshold == 0) cfg_.packet_threshold = 1;
-  cc::PathHints hints;
-  hints.link_rate = cfg_.link_rate;
-  hints.base_rtt = cfg_.base_rtt;
-  hints.mss = cfg_.max_datagram;
-  cc_ = cc::Registry::create(cfg_.cc, clock, hints, cfg_.cc_params);
+  if (cfg_.paths.size() > kMaxPaths) throw std::invalid_argument("too many paths");
 
   send_capacity_ = std::max(scaled(bdp_, cfg_.send_buffer_bdp), cfg_.min_buffer);
   recv_window_ = std::max(scaled(bdp_, cfg_.recv_window_bdp), cfg_.min_buffer);
@@ -91,11 +136,18 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
   new_queue_.v.resize(next_pow2(cfg_.max_streams));
   retx_queue_.v.resize(next_pow2(cfg_.max_streams));
   readable_queue_.v.resize(next_pow2(cfg_.max_streams));
+  path_events_.resize(kMaxPathEvents);
   const uint64_t window_pkts = (std::max(send_capacity_, recv_window_) / mss_payload_) * 2;
-  // Grows by doubling (warm-up) up to what the window needs.
-  sent_.resize(next_pow2(std::clamp<uint64_t>(window_pkts, 1024, 65536)));
-  last_ack_eliciting_sent_ = now;
-  largest_received_time_ = now;
+  // Grows by doubling (warm-up) up to what the window needs. With several
+  // paths each starts small and grows to what its own flight needs.
+  ring_size_ =
+      cfg_.paths.size() > 1 ? 1024 : next_pow2(std::clamp<uint64_t>(window_pkts, 1024, 65536));
+  if (cfg_.paths.empty()) {
+    make_path(PathConfig{}, clock, now);
+  } else {
+    paths_.reserve(cfg_.paths.size());
+    for (const PathConfig& pc : cfg_.paths) make_path(pc, clock, now);
+  }
 }
 
 Connection::~Connection() = default;
@@ -133,6 +185,7 @@ size_t Connection::write(uint64_t id, const uint8_t* data, size_t len, bool fin,
     n = end - s->write_end;
     s->sbuf.write(send_pool_, s->write_end, data, n);
     s->write_end += n;
+    written_total_ += n;
     send_buffered_ += n;
   }
   if (fin && n == len) s->fin_written = true;
@@ -182,11 +235,16 @@ Bytes Connection::stream_unacked(uint64_t id) const noexcept {
 
 void Connection::replace_cc(const std::string& algorithm, const cc::CcParams& params,
                             const Clock& clock) {
-  cc::PathHints hints;
-  hints.link_rate = cfg_.link_rate;
-  hints.base_rtt = rtt_.min_rtt().is_zero() ? cfg_.base_rtt : rtt_.min_rtt();
-  hints.mss = cfg_.max_datagram;
-  cc_ = cc::Registry::create(algorithm, clock, hints, params);  // throws before replacing
+  std::vector<cc::ControllerPtr> next;
+  next.reserve(paths_.size());
+  for (const auto& path : paths_) {  // every one made before any is replaced
+    cc::PathHints hints;
+    hints.link_rate = path->cfg.link_rate;
+    hints.base_rtt = path->rtt.min_rtt().is_zero() ? path->cfg.base_rtt : path->rtt.min_rtt();
+    hints.mss = cfg_.max_datagram;
+    next.push_back(cc::Registry::create(algorithm, clock, hints, params));  // throws
+  }
+  for (size_t i = 0; i < paths_.size(); ++i) paths_[i]->cc = std::move(next[i]);
   cfg_.cc = algorithm;
   cfg_.cc_params = params;
 }
@@ -262,7 +320,33 @@ void Connection::close(uint16_t code, TimePoint now) noexcept {
 }
 
 void Connection::ping() noexcept {
-  if (!closed_ && probes_pending_ == 0) probes_pending_ = 1;
+  Path& path = primary();
+  if (!closed_ && path.probes_pending == 0) path.probes_pending = 1;
+}
+
+Connection::Path& Connection::primary() noexcept {
+  for (const auto& path : paths_)
+    if (path->state == PathState::kUp) return *path;
+  return *paths_[0];
+}
+
+bool Connection::next_path_event(PathEvent* ev) noexcept {
+  if (path_event_count_ == 0) return false;
+  *ev = path_events_[path_event_head_];
+  path_event_head_ = (path_event_head_ + 1) % kMaxPathEvents;
+  --path_event_count_;
+  return true;
+}
+
+void Connection::push_path_event(const Path& path, TimePoint now) {
+  if (path_event_count_ == kMaxPathEvents) {  // the owner fell behind: drop the oldest
+    path_event_head_ = (path_event_head_ + 1) % kMaxPathEvents;
+    --path_event_count_;
+    ++stats_.path_events_dropped;
+  }
+  path_events_[(path_event_head_ + path_event_count_) % kMaxPathEvents] =
+      PathEvent{path.id, path.state, now};
+  ++path_event_count_;
 }
 
 // ---------------------------------------------------------------------------
@@ -277,7 +361,11 @@ struct Connection::Validator {
   }
   wire::AckFrame& ack_scratch() { return c.ack_scratch_; }
   bool on_ack(const wire::AckFrame& a) {
-    if (a.largest >= c.next_pn_) {
+    if (a.path >= c.paths_.size()) {
+      ++c.stats_.drop_bad_path;
+      return false;
+    }
+    if (a.largest >= c.paths_[a.path]->next_pn) {
       ++c.stats_.drop_invalid_ack;
       return false;
     }
@@ -343,9 +431,16 @@ struct Connection::Applier {
 };
 
 void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now,
-                             TimePoint rx_time) noexcept {
+                             TimePoint rx_time, PathId path) noexcept {
   ++stats_.packets_received;
   stats_.bytes_received += len;
+  if (path.index >= paths_.size()) {
+    ++stats_.drop_bad_path;
+    return;
+  }
+  Path& arrival = *paths_[path.index];
+  ++arrival.stats.packets_received;
+  arrival.stats.bytes_received += len;
   rx_time_ = now;
   if (!rx_time.is_zero() && rx_time <= now + kRxTimeSlack && now <= rx_time + kRxTimeSlack) {
     rx_time_ = rx_time;
@@ -380,8 +475,13 @@ void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimeP
     ++stats_.drop_bad_integrity;
     return;
   }
+  if (h.path >= paths_.size()) {
+    ++stats_.drop_bad_path;
+    return;
+  }
+  Path& space = *paths_[h.path];
   const uint64_t pn = h.packet_number;
-  if ((any_received_ && pn < recv_floor_) || recv_pns_.contains(pn)) {
+  if ((space.any_received && pn < space.recv_floor) || space.recv_pns.contains(pn)) {
     ++stats_.drop_duplicate;
     return;
   }
@@ -394,33 +494,34 @@ void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimeP
   }
   Applier a{*this, now};
   wire::parse_frames(frames, flen, elided, a);
-  if (ecn == io::Ecn::kCe) ++ce_received_;
-  record_received_pn(pn, v.ack_eliciting, now);
+  if (ecn == io::Ecn::kCe) ++space.ce_received;
+  space.ack_return = path.index;
+  record_received_pn(space, pn, v.ack_eliciting, now);
 }
 
-void Connection::record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint now) {
+void Connection::record_received_pn(Path& space, uint64_t pn, bool ack_eliciting, TimePoint now) {
   bool out_of_order = false;
-  if (!any_received_ || pn > largest_received_) {
-    if (any_received_ && pn != largest_received_ + 1) out_of_order = true;
-    largest_received_ = pn;
-    largest_received_time_ = rx_time_;
-    any_received_ = true;
+  if (!space.any_received || pn > space.largest_received) {
+    if (space.any_received && pn != space.largest_received + 1) out_of_order = true;
+    space.largest_received = pn;
+    space.largest_received_time = rx_time_;
+    space.any_received = true;
   } else {
     out_of_order = true;
   }
-  recv_pns_.add(pn, pn + 1);
-  while (recv_pns_.range_count() > static_cast<size_t>(wire::kMaxAckRanges)) {
-    recv_pns_.pop_front();
-    recv_floor_ = recv_pns_.front().lo;
+  space.recv_pns.add(pn, pn + 1);
+  while (space.recv_pns.range_count() > static_cast<size_t>(wire::kMaxAckRanges)) {
+    space.recv_pns.pop_front();
+    space.recv_floor = space.recv_pns.front().lo;
   }
-  ack_unsent_ = true;
+  space.ack_unsent = true;
   if (!ack_eliciting) return;
-  ++unacked_eliciting_;
-  if (out_of_order || unacked_eliciting_ >= cfg_.ack_every) {
-    ack_deadline_ = now;
-  } else if (ack_deadline_.is_infinite()) {
+  ++space.unacked_eliciting;
+  if (out_of_order || space.unacked_eliciting >= cfg_.ack_every) {
+    space.ack_deadline = now;
+  } else if (space.ack_deadline.is_infinite()) {
     // From the arrival: a datagram reaped late is not held a further max_ack_delay.
-    ack_deadline_ = std::min(now, rx_time_) + cfg_.max_ack_delay;
+    space.ack_deadline = std::min(now, rx_time_) + cfg_.max_ack_delay;
   }
 }
 
@@ -477,20 +578,49 @@ bool Connection::apply_stream(const wire::StreamFrame& f, TimePoint now) noexcep
 }
 
 const ConnStats& Connection::stats() noexcept {
-  stats_.srtt = rtt_.smoothed();
-  stats_.min_rtt = rtt_.min_rtt();
-  stats_.rttvar = rtt_.rttvar();
-  stats_.latest_rtt = rtt_.latest();
-  stats_.cwnd = cc_->cwnd();
-  stats_.pacing_rate = cc_->pacing_rate();
-  stats_.bytes_in_flight = bytes_in_flight_;
-  stats_.delivered_bytes = rate_.delivered();
-  stats_.btlbw = rate_.btlbw();
+  const Path& first = primary();
+  stats_.srtt = first.rtt.smoothed();
+  stats_.min_rtt = first.rtt.min_rtt();
+  stats_.rttvar = first.rtt.rttvar();
+  stats_.latest_rtt = first.rtt.latest();
+  stats_.cwnd = 0;
+  stats_.bytes_in_flight = 0;
+  stats_.delivered_bytes = 0;
+  uint64_t pacing = 0, btlbw = 0;
+  for (const auto& path : paths_) {
+    stats_.delivered_bytes += path->rate.delivered();
+    if (path->state != PathState::kUp) continue;
+    stats_.cwnd += path->cc->cwnd();
+    // Saturating: an unpaced controller reports an infinite rate.
+    const uint64_t r = path->cc->pacing_rate().bps();
+    pacing = UINT64_MAX - pacing < r ? UINT64_MAX : pacing + r;
+    btlbw += path->rate.btlbw().bps();
+    stats_.bytes_in_flight += path->bytes_in_flight;
+  }
+  stats_.pacing_rate = BitsPerSec::from_bps(pacing);
+  stats_.btlbw = BitsPerSec::from_bps(btlbw);
   stats_.send_buffer_capacity = send_pool_.capacity_bytes();
   stats_.send_buffer_used = send_pool_.bytes_in_use();
   stats_.recv_buffer_capacity = recv_pool_.capacity_bytes();
   stats_.recv_buffer_used = recv_pool_.bytes_in_use();
   return stats_;
+}
+
+const PathStats& Connection::path_stats(PathId id) noexcept {
+  Path& path = *paths_[id.index];
+  PathStats& st = path.stats;
+  st.state = path.state;
+  st.srtt = path.rtt.smoothed();
+  st.min_rtt = path.rtt.min_rtt();
+  st.rttvar = path.rtt.rttvar();
+  st.latest_rtt = path.rtt.latest();
+  st.cwnd = path.cc->cwnd();
+  st.pacing_rate = path.cc->pacing_rate();
+  st.btlbw = path.rate.btlbw();
+  st.bytes_in_flight = path.bytes_in_flight;
+  st.memory = sizeof(Path) + path.sent_ring.capacity() * sizeof(SentPacket) +
+              path.unacked_holes.memory() + path.lost_pns.memory() + path.recv_pns.memory();
+  return st;
 }
 
 }  // namespace rowan::transport

@@ -14,8 +14,15 @@
 // fit the window), no exception, no lock, no logging. Bad datagrams are
 // dropped and counted in ConnStats.
 //
-// Threading: a connection and its congestion controller belong to one thread
-// (lcore); no method is thread-safe.
+// Paths: a connection runs over one or more paths (links) to the same peer,
+// path 0 always. Each path has its own packet-number space, RTT estimator,
+// loss detection, congestion controller and pacer; the streams and their
+// flow control are the connection's. The owner hands each received datagram
+// in with the path it arrived on and sends each polled datagram on the path
+// OutDatagram::path names. See docs/wan-transport.md, "Paths".
+//
+// Threading: a connection and its congestion controllers belong to one
+// thread (lcore); no method is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +46,31 @@
 #include "transport/wire.h"
 
 namespace rowan::transport {
+
+/// Index of one of a connection's paths (0 .. path_count() - 1). Both ends
+/// number their paths alike (the same links in the same order).
+struct PathId {
+  uint16_t index = 0;
+  constexpr bool operator==(const PathId&) const = default;
+};
+/// Paths per connection (the wire carries the index in one byte).
+inline constexpr size_t kMaxPaths = 256;
+
+/// What the owner knows of one path from its configuration.
+struct PathConfig {
+  BitsPerSec link_rate;  ///< configured rate (BDP sizing, CC hint); zero: TransportConfig's
+  Duration base_rtt;     ///< configured RTT (BDP sizing, first PTO); zero: TransportConfig's
+};
+
+enum class PathState : uint8_t { kUp, kDown };
+inline const char* to_string(PathState s) { return s == PathState::kUp ? "up" : "down"; }
+
+/// A path went down or came back up (drained with Connection::next_path_event).
+struct PathEvent {
+  PathId path;
+  PathState state = PathState::kUp;
+  TimePoint at;
+};
 
 struct TransportConfig {
   uint64_t connection_id = 1;
@@ -69,12 +101,55 @@ struct TransportConfig {
   /// so a path back from a long outage is probed within it instead of after
   /// 2^k PTOs (a 30 s flap would otherwise wait up to 25 s more). Zero: no cap.
   Duration max_pto = Duration::zero();
+  /// The connection's paths, path i from paths[i]; empty: one path with
+  /// link_rate and base_rtt. Buffers and windows are sized at construction
+  /// for the sum of the paths' rates over their longest RTT.
+  std::vector<PathConfig> paths;
+  /// With several paths, one whose ACKs stop for max(3 × its smoothed RTT,
+  /// this) while it has data in flight is declared down and its data resent
+  /// on the others. A connection's last up path is never declared down (it
+  /// recovers by PTO/RTO as a single path does).
+  Duration path_down_floor = Duration::from_ms(200);
+  /// A down path is probed with a PING after one PTO, then at doubling
+  /// intervals capped at this; the first ACK of a probe brings it back.
+  Duration path_probe_max = Duration::from_ms(500);
   bool integrity_check = true;  ///< CRC-32C in the tag room while unencrypted
   bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried
 };
 
+/// Counters and gauges of one path (Connection::path_stats).
+struct PathStats {
+  PathState state = PathState::kUp;
+  BitsPerSec link_rate;  ///< configured
+  Duration base_rtt;     ///< configured
+  Duration srtt, min_rtt, rttvar, latest_rtt;
+  Bytes cwnd = 0;
+  BitsPerSec pacing_rate;
+  BitsPerSec btlbw;  ///< max delivery rate over ~10 rounds
+  Bytes bytes_in_flight = 0;
+  uint64_t packets_sent = 0;
+  uint64_t bytes_sent = 0;  ///< wire bytes
+  uint64_t packets_acked = 0;
+  uint64_t bytes_acked = 0;  ///< wire bytes
+  uint64_t lost_packets = 0;
+  uint64_t lost_bytes = 0;
+  uint64_t retransmitted_packets = 0;  ///< packets carrying retransmitted stream data
+  uint64_t packets_received = 0;       ///< datagrams that arrived on this path
+  uint64_t bytes_received = 0;
+  uint64_t ptos = 0;
+  uint64_t rtos = 0;
+  uint64_t probes_sent = 0;  ///< PINGs sent while down
+  uint64_t downs = 0;        ///< transitions to down
+  uint64_t ups = 0;          ///< transitions back to up
+  Bytes memory = 0;          ///< what the path's own state holds (sent-packet ring included)
+};
+
 /// Counters and gauges of a connection: rowand exports them per peer
-/// (daemon/rowand/gateway_metrics.cc), librowan per channel (rowan_channel_stats_get).
+/// (daemon/rowand/gateway_metrics.cc), librowan per channel
+/// (rowan_channel_stats_get). With several paths, counters are totals over
+/// the paths; srtt, min_rtt, rttvar and latest_rtt are the lowest-numbered
+/// up path's; cwnd, pacing_rate, btlbw and bytes_in_flight are sums over
+/// the up paths.
 struct ConnStats {
   Duration srtt, min_rtt, rttvar, latest_rtt;
   Bytes cwnd = 0;
@@ -117,6 +192,8 @@ struct ConnStats {
   uint64_t drop_too_many_streams = 0;
   uint64_t drop_no_buffer = 0;
   uint64_t drop_invalid_ack = 0;
+  uint64_t drop_bad_path = 0;        ///< path index the connection does not have
+  uint64_t path_events_dropped = 0;  ///< transitions the owner did not drain in time
   // Memory.
   Bytes send_buffer_capacity = 0;
   Bytes send_buffer_used = 0;
@@ -136,6 +213,7 @@ struct OutDatagram {
   uint32_t capacity = 0;
   uint32_t len = 0;       ///< bytes written
   uint32_t wire_len = 0;  ///< bytes on the wire (len plus elided payload)
+  PathId path;            ///< the path it must leave on (set by poll_send)
 };
 
 class ConnectionPeer;  // tests
@@ -144,7 +222,8 @@ class Connection {
  public:
   /// `clock` is only handed to the congestion controller (for its initial
   /// state); the connection itself uses the `now` of each call.
-  /// Throws cc::CcParamError for an unknown algorithm or bad parameters.
+  /// Throws cc::CcParamError for an unknown algorithm or bad parameters,
+  /// std::invalid_argument for more than kMaxPaths paths.
   Connection(const TransportConfig& config, const Clock& clock, TimePoint now);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -187,11 +266,13 @@ class Connection {
   /// arrived (a preempted event loop: the sample would read below the path)
   /// or long after (a late one: the sample would carry the lateness). Zero,
   /// or more than kRxTimeSlack away from `now`: `now` is used.
+  /// `path`: the path (link) it arrived on; ACKs for it leave on that path.
   void on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimePoint now,
-                   TimePoint rx_time = TimePoint()) noexcept;
+                   TimePoint rx_time = TimePoint(), PathId path = PathId{}) noexcept;
   static constexpr Duration kRxTimeSlack = Duration::from_s(1);
   /// Fills up to out.size() datagrams that may leave at `now` (pacer, cwnd,
   /// flow control permitting; ACKs and probes are exempt); returns the count.
+  /// Each one's `path` says where it must be sent.
   size_t poll_send(std::span<OutDatagram> out, TimePoint now) noexcept;
   /// Runs expired timers (loss time, PTO/RTO, delayed ACK).
   void on_timeout(TimePoint now) noexcept;
@@ -199,23 +280,44 @@ class Connection {
   TimePoint next_timeout() const noexcept;
 
   const ConnStats& stats() noexcept;
-  const cc::CongestionController& cc() const { return *cc_; }
+  /// Path 0's congestion controller (`path`'s with an argument).
+  const cc::CongestionController& cc(PathId path = PathId{}) const {
+    return *paths_[path.index]->cc;
+  }
+
+  // ---- Paths ------------------------------------------------------------
+  /// Control path: adds a path (the next index) with its own packet numbers,
+  /// RTT, loss detection, congestion controller (the configured algorithm)
+  /// and pacer; it starts up. Buffers and windows keep the size they got at
+  /// construction (list the paths in TransportConfig::paths to size them).
+  /// Throws std::invalid_argument beyond kMaxPaths, cc::CcParamError.
+  PathId add_path(const PathConfig& path, const Clock& clock, TimePoint now);
+  size_t path_count() const noexcept { return paths_.size(); }
+  /// `path` must be below path_count().
+  const PathStats& path_stats(PathId path) noexcept;
+  /// Pops the oldest path transition not yet drained; false when none. The
+  /// connection keeps the newest 64; older ones are counted in
+  /// ConnStats::path_events_dropped.
+  bool next_path_event(PathEvent* ev) noexcept;
   /// Control path (config reload), on the connection's thread between
   /// packets: replaces the congestion controller by `algorithm` with
   /// `params`. Streams, data in flight and loss recovery stay; the new
   /// controller starts from its own initial state, told the path's measured
-  /// min RTT (instead of the configured one) as its base RTT. Throws
+  /// min RTT (instead of the configured one) as its base RTT; every path
+  /// gets one. Throws
   /// cc::CcParamError (the old controller stays) for an unknown name or bad
   /// parameters.
   void replace_cc(const std::string& algorithm, const cc::CcParams& params, const Clock& clock);
   const TransportConfig& config() const { return cfg_; }
-  Bytes bdp() const { return bdp_; }
+  Bytes bdp() const { return bdp_; }  ///< over all paths: sum of rates × longest RTT
 
  private:
   friend class ConnectionPeer;
 
-  enum class PacketState : uint8_t { kUnused, kInFlight, kAcked, kLost, kNotInFlight };
+  // kProbe: a PING sent on a down path, outside its flight and its CC.
+  enum class PacketState : uint8_t { kUnused, kInFlight, kAcked, kLost, kNotInFlight, kProbe };
   static constexpr int kMaxFramesPerPacket = 4;
+  static constexpr size_t kMaxPathEvents = 64;
   struct SentFrame {
     uint32_t slot;
     uint32_t length;
@@ -270,12 +372,62 @@ class Connection {
     uint32_t pop();
     bool empty() const { return size == 0; }
   };
+  /// One path: our packet-number space on it (what we sent, its RTT, loss
+  /// detection, CC and pacer) and the peer's space of the same index (what
+  /// we received numbered in it, and our ACKs of that).
+  struct Path {
+    Path(PathId id, const PathConfig& pc, size_t ring, TimePoint now);
+    SentPacket& sent(uint64_t pn) { return sent_ring[pn & (sent_ring.size() - 1)]; }
+
+    PathId id;
+    PathConfig cfg;  // resolved: never zero
+    cc::ControllerPtr cc;
+    Pacer pacer;
+    RttEstimator rtt;
+    DeliveryRateSampler rate;
+    PathState state = PathState::kUp;
+    // Sent packets.
+    std::vector<SentPacket> sent_ring;
+    uint64_t next_pn = 0;
+    uint64_t first_pn = 0;  // oldest packet kept
+    uint64_t largest_acked = 0;
+    bool any_acked = false;
+    IntervalSet unacked_holes{64};  // in flight, below largest_acked
+    IntervalSet lost_pns{64};       // declared lost, kept for spurious detection
+    Bytes bytes_in_flight = 0;
+    uint32_t ack_eliciting_in_flight = 0;
+    TimePoint last_ack_eliciting_sent;
+    TimePoint loss_time = TimePoint::infinite();
+    uint32_t pto_count = 0;
+    uint32_t probes_pending = 0;
+    bool idle_reported = false;
+    bool cwnd_ok = true;  // at its last evaluation in poll_send
+    bool held = false;    // ready but left to faster paths by the scheduler
+    uint64_t peer_ce_count = 0;
+    TimePoint loss_event_start;  ///< when the current loss event (recovery episode) began
+    TimePoint ack_wait_from;     ///< last newly-acking ACK, or the start of the flight since
+    bool rto_since_ack = false;  ///< an RTO emptied the flight: a new flight is no fresh start
+    TimePoint next_probe = TimePoint::infinite();  ///< down: when the next PING leaves
+    Duration probe_interval;
+    // The peer's packet-number space of this index (our ACKs).
+    IntervalSet recv_pns{wire::kMaxAckRanges + 1};
+    uint64_t recv_floor = 0;
+    uint64_t largest_received = 0;
+    bool any_received = false;
+    TimePoint largest_received_time;
+    uint32_t unacked_eliciting = 0;
+    bool ack_unsent = false;  // packets received since our last ACK frame
+    TimePoint ack_deadline = TimePoint::infinite();
+    uint64_t ce_received = 0;
+    uint16_t ack_return = 0;  // path our ACKs of this space leave on (where it arrives)
+    PathStats stats;
+  };
 
   Stream* find_stream(uint64_t id) const noexcept;
   Stream* open_stream(uint64_t id) noexcept;
-  SentPacket& sent(uint64_t pn) { return sent_[pn & (sent_.size() - 1)]; }
-  void grow_sent_ring();
-  void trim_sent(TimePoint now);
+  void grow_sent_ring(Path& path);
+  void trim_sent(Path& path, TimePoint now);
+  Path& make_path(const PathConfig& pc, const Clock& clock, TimePoint now);
 
   // Receive path.
   struct Validator;
@@ -283,17 +435,20 @@ class Connection {
   bool apply_stream(const wire::StreamFrame& f, TimePoint now) noexcept;
   void apply_ack(const wire::AckFrame& a, TimePoint now) noexcept;
   void on_packet_acked(SentPacket& p, TimePoint now);
-  void on_packet_lost(SentPacket& p);
-  void record_received_pn(uint64_t pn, bool ack_eliciting, TimePoint now);
+  void on_packet_lost(Path& path, SentPacket& p);
+  void record_received_pn(Path& space, uint64_t pn, bool ack_eliciting, TimePoint now);
   void update_flow_control_credit(Stream& s);
 
-  // Loss recovery.
-  void detect_losses(TimePoint now, Bytes* lost_bytes, uint32_t* lost_packets);
-  void on_pto(TimePoint now);
-  void on_rto(TimePoint now);
-  Duration pto_base() const;
-  Duration backed_off_pto() const;  ///< pto_base() × 2^pto_count_, capped by max_pto
-  void set_loss_timer();
+  // Loss recovery and path failover.
+  void detect_losses(Path& path, TimePoint now, Bytes* lost_bytes, uint32_t* lost_packets);
+  void on_pto(Path& path, TimePoint now);
+  void on_rto(Path& path, TimePoint now);
+  Duration pto_base(const Path& path) const;
+  Duration backed_off_pto(const Path& path) const;  ///< pto_base × 2^pto_count, capped by max_pto
+  TimePoint down_deadline(const Path& path) const;  ///< infinite when it cannot go down
+  void declare_down(Path& path, TimePoint now);
+  void bring_up(Path& path, TimePoint now);
+  void push_path_event(const Path& path, TimePoint now);
   void queue_retx(Stream& s);
 
   // Window growth (TransportConfig::window_growth).
@@ -303,18 +458,22 @@ class Connection {
 
   // Send path.
   bool has_stream_data() const noexcept;
-  bool ack_due(TimePoint now) const noexcept;
-  size_t build_packet(OutDatagram& out, TimePoint now, bool allow_data, bool probe);
+  bool has_control_data() const noexcept;
+  bool ack_due(const Path& space, TimePoint now) const noexcept;
+  Path* pick_data_path(TimePoint now) noexcept;
+  Path* pick_control_path(TimePoint now) noexcept;
+  size_t build_packet(OutDatagram& out, Path& path, TimePoint now, bool allow_data, bool probe);
   bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
                           Bytes* payload_bytes);
-  void fill_ack_frame(wire::AckFrame& a, TimePoint now) const;
+  void fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint now) const;
+  Path& primary() noexcept;  ///< lowest-numbered up path (path 0 when none is up)
 
   TransportConfig cfg_;
-  cc::ControllerPtr cc_;
-  Pacer pacer_;
-  RttEstimator rtt_;
+  std::vector<std::unique_ptr<Path>> paths_;
+  uint32_t up_paths_ = 0;
   Bytes bdp_ = 0;
   uint32_t mss_payload_ = 0;  // frame bytes per datagram
+  size_t ring_size_ = 1024;   // initial sent-packet ring per path
 
   // Streams.
   std::vector<std::unique_ptr<Stream>> streams_;
@@ -326,6 +485,7 @@ class Connection {
   Bytes send_max_ = 0;       // what send_capacity_ may grow to
   Bytes send_buffered_ = 0;  // written and not yet acked
   Bytes stream_window_ = 0;
+  uint64_t written_total_ = 0;  // sum of write_end over streams
 
   // Connection flow control.
   uint64_t peer_max_data_ = 0;   // peer's limit on what we send
@@ -341,39 +501,12 @@ class Connection {
   uint64_t blocked_reported_ = 0;      // the credit limit last reported blocked
   std::vector<uint32_t> msd_pending_;  // slots
 
-  // Sent packets.
-  std::vector<SentPacket> sent_;
-  uint64_t next_pn_ = 0;
-  uint64_t first_pn_ = 0;  // oldest packet kept
-  uint64_t largest_acked_ = 0;
-  bool any_acked_ = false;
-  IntervalSet unacked_holes_{64};  // in flight, below largest_acked_
-  IntervalSet lost_pns_{64};       // declared lost, kept for spurious detection
-  Bytes bytes_in_flight_ = 0;
-  uint32_t ack_eliciting_in_flight_ = 0;
-  TimePoint last_ack_eliciting_sent_;
-  TimePoint loss_time_ = TimePoint::infinite();
-  uint32_t pto_count_ = 0;
-  uint32_t probes_pending_ = 0;
-  bool idle_reported_ = false;
+  TimePoint rx_time_;     ///< arrival time of the datagram being handled (on_datagram)
+  uint16_t rx_path_ = 0;  ///< path the datagram being handled arrived on
 
-  // Delivery rate and rounds.
-  DeliveryRateSampler rate_;
-  uint64_t peer_ce_count_ = 0;
-  TimePoint loss_event_start_;  ///< when the current loss event (recovery episode) began
-
-  // Receiver state (our ACKs).
-  IntervalSet recv_pns_{wire::kMaxAckRanges + 1};
-  uint64_t recv_floor_ = 0;
-  uint64_t largest_received_ = 0;
-  bool any_received_ = false;
-  TimePoint largest_received_time_;
-  TimePoint rx_time_;  ///< arrival time of the datagram being handled (on_datagram)
-  uint32_t unacked_eliciting_ = 0;
-  bool ack_unsent_ = false;  // packets received since our last ACK frame
-  bool ack_immediately_ = false;
-  TimePoint ack_deadline_ = TimePoint::infinite();
-  uint64_t ce_received_ = 0;
+  // Path transitions not yet drained (a ring of kMaxPathEvents).
+  std::vector<PathEvent> path_events_;
+  size_t path_event_head_ = 0, path_event_count_ = 0;
 
   bool closed_ = false;
   bool peer_closed_ = false;

@@ -4,38 +4,43 @@
 
 namespace rowan::transport {
 
-// ACK processing, loss detection (RFC 9002 / RFC 8985) and timers.
+// ACK processing, loss detection (RFC 9002 / RFC 8985), timers and path
+// failover. Everything here works on one path's packet-number space: packet
+// numbers, holes, RTT and loss timers never mix paths, so reordering between
+// paths never looks like loss.
 
-void Connection::grow_sent_ring() {
-  std::vector<SentPacket> next(sent_.size() * 2);
-  for (uint64_t pn = first_pn_; pn < next_pn_; ++pn) next[pn & (next.size() - 1)] = sent(pn);
-  sent_.swap(next);
+void Connection::grow_sent_ring(Path& path) {
+  std::vector<SentPacket> next(path.sent_ring.size() * 2);
+  for (uint64_t pn = path.first_pn; pn < path.next_pn; ++pn)
+    next[pn & (next.size() - 1)] = path.sent(pn);
+  path.sent_ring.swap(next);
 }
 
-Duration Connection::pto_base() const {
-  return rtt_.smoothed() + std::max(rtt_.rttvar() * 4, cfg_.timer_granularity) + cfg_.max_ack_delay;
+Duration Connection::pto_base(const Path& path) const {
+  return path.rtt.smoothed() + std::max(path.rtt.rttvar() * 4, cfg_.timer_granularity) +
+         cfg_.max_ack_delay;
 }
 
-Duration Connection::backed_off_pto() const {
-  const Duration base = pto_base();
-  const Duration pto = base * (int64_t{1} << std::min<uint32_t>(pto_count_, 16));
+Duration Connection::backed_off_pto(const Path& path) const {
+  const Duration base = pto_base(path);
+  const Duration pto = base * (int64_t{1} << std::min<uint32_t>(path.pto_count, 16));
   if (cfg_.max_pto.is_zero()) return pto;
   return std::min(pto, std::max(cfg_.max_pto, base));
 }
 
-void Connection::trim_sent(TimePoint now) {
-  const Duration retire = pto_base() * 2;
-  while (first_pn_ < next_pn_) {
-    SentPacket& p = sent(first_pn_);
+void Connection::trim_sent(Path& path, TimePoint now) {
+  const Duration retire = pto_base(path) * 2;
+  while (path.first_pn < path.next_pn) {
+    SentPacket& p = path.sent(path.first_pn);
     if (p.state == PacketState::kInFlight) break;
     if (p.state == PacketState::kLost) {
       if (now - p.sent_time < retire) break;
-      lost_pns_.remove_below(first_pn_ + 1);
+      path.lost_pns.remove_below(path.first_pn + 1);
     }
     p.state = PacketState::kUnused;
-    ++first_pn_;
+    ++path.first_pn;
   }
-  unacked_holes_.remove_below(first_pn_);
+  path.unacked_holes.remove_below(path.first_pn);
 }
 
 void Connection::on_packet_acked(SentPacket& p, TimePoint now) {
@@ -65,13 +70,15 @@ void Connection::on_packet_acked(SentPacket& p, TimePoint now) {
   }
 }
 
-void Connection::on_packet_lost(SentPacket& p) {
+void Connection::on_packet_lost(Path& path, SentPacket& p) {
   p.state = PacketState::kLost;
-  bytes_in_flight_ -= p.bytes;
-  --ack_eliciting_in_flight_;
+  path.bytes_in_flight -= p.bytes;
+  --path.ack_eliciting_in_flight;
   ++stats_.lost_packets;
   stats_.lost_bytes += p.bytes;
-  lost_pns_.add(p.pn, p.pn + 1);
+  ++path.stats.lost_packets;
+  path.stats.lost_bytes += p.bytes;
+  path.lost_pns.add(p.pn, p.pn + 1);
   for (uint8_t i = 0; i < p.nframes; ++i) {
     const SentFrame& f = p.frames[i];
     Stream& s = *streams_[f.slot];
@@ -99,23 +106,34 @@ void Connection::queue_retx(Stream& s) {
 }
 
 void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
+  Path& path = *paths_[a.path];  // the validator checked the index
   ++stats_.acks_received;
-  const Bytes prior_in_flight = bytes_in_flight_;
-  const bool had_acked = any_acked_;
-  const uint64_t prev_largest = largest_acked_;
+  const Bytes prior_in_flight = path.bytes_in_flight;
+  const bool had_acked = path.any_acked;
+  const uint64_t prev_largest = path.largest_acked;
   Bytes acked_bytes = 0;
   uint32_t acked_packets = 0;
   bool spurious = false;
+  bool probe_acked = false;
   bool largest_newly_acked = false;
   TimePoint largest_sent_time;
-  rate_.begin_ack();
+  path.rate.begin_ack();
 
   auto process = [&](uint64_t pn) {
-    SentPacket& p = sent(pn);
+    SentPacket& p = path.sent(pn);
+    if (p.state == PacketState::kProbe) {  // a down path's PING: a sign of life only
+      p.state = PacketState::kAcked;
+      probe_acked = true;
+      if (pn == a.largest) {
+        largest_newly_acked = true;
+        largest_sent_time = p.sent_time;
+      }
+      return;
+    }
     if (p.state != PacketState::kInFlight && p.state != PacketState::kLost) return;
     if (p.state == PacketState::kInFlight) {
-      bytes_in_flight_ -= p.bytes;
-      --ack_eliciting_in_flight_;
+      path.bytes_in_flight -= p.bytes;
+      --path.ack_eliciting_in_flight;
     } else {
       ++stats_.spurious_losses;
       spurious = true;
@@ -123,7 +141,7 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
     p.state = PacketState::kAcked;
     acked_bytes += p.bytes;
     ++acked_packets;
-    rate_.on_acked(p.rate, p.sent_time, p.bytes, now);
+    path.rate.on_acked(p.rate, p.sent_time, p.bytes, now);
     if (pn == a.largest) {
       largest_newly_acked = true;
       largest_sent_time = p.sent_time;
@@ -133,7 +151,7 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
 
   // Walk ranges from the lowest so the rate sample ends on the newest packet.
   for (int r = a.range_count - 1; r >= 0; --r) {
-    const uint64_t lo = std::max(a.ranges[r].lo, first_pn_);
+    const uint64_t lo = std::max(a.ranges[r].lo, path.first_pn);
     const uint64_t hi = a.ranges[r].hi;
     if (lo > hi) continue;
     if (had_acked && lo <= prev_largest) {
@@ -141,7 +159,7 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
       // Only holes and lost packets can be newly acked below the previous
       // largest; most ACK ranges repeat what is already known and cost a
       // binary search each.
-      for (IntervalSet* set : {&unacked_holes_, &lost_pns_}) {
+      for (IntervalSet* set : {&path.unacked_holes, &path.lost_pns}) {
         const auto& rs = set->ranges();
         const size_t first = set->first_at_or_after(lo);
         if (first == rs.size() || rs[first].lo > old_hi) continue;
@@ -159,14 +177,14 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   if (!had_acked || a.largest > prev_largest) {
     // Packets between the previous largest and this one that this ACK did not
     // cover become holes: candidates for loss detection.
-    uint64_t cursor = had_acked ? prev_largest + 1 : first_pn_;
+    uint64_t cursor = had_acked ? prev_largest + 1 : path.first_pn;
     for (int r = a.range_count - 1; r >= 0; --r) {
       if (a.ranges[r].hi < cursor) continue;
-      if (a.ranges[r].lo > cursor) unacked_holes_.add(cursor, a.ranges[r].lo);
+      if (a.ranges[r].lo > cursor) path.unacked_holes.add(cursor, a.ranges[r].lo);
       cursor = a.ranges[r].hi + 1;
     }
-    largest_acked_ = a.largest;
-    any_acked_ = true;
+    path.largest_acked = a.largest;
+    path.any_acked = true;
   }
 
   Duration rtt_sample;
@@ -184,86 +202,95 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
   if (largest_newly_acked) {
     // From the datagram's arrival, not from when this loop read its clock.
     const Duration latest = rx_time_ - largest_sent_time;
-    rtt_.on_sample(latest, ack_delay, now);
-    rtt_sample = latest >= rtt_.min_rtt() + ack_delay ? latest - ack_delay : latest;
+    path.rtt.on_sample(latest, ack_delay, now);
+    rtt_sample = latest >= path.rtt.min_rtt() + ack_delay ? latest - ack_delay : latest;
     stats_.rtt_histogram.observe(rtt_sample);
-    stats_.queue_delay_histogram.observe(rtt_sample - rtt_.min_rtt());
+    stats_.queue_delay_histogram.observe(rtt_sample - path.rtt.min_rtt());
   }
 
   uint32_t new_ce = 0;
-  if (a.ce_count > peer_ce_count_) {
-    new_ce = static_cast<uint32_t>(std::min<uint64_t>(a.ce_count - peer_ce_count_, UINT32_MAX));
-    peer_ce_count_ = a.ce_count;
+  if (a.ce_count > path.peer_ce_count) {
+    new_ce = static_cast<uint32_t>(std::min<uint64_t>(a.ce_count - path.peer_ce_count, UINT32_MAX));
+    path.peer_ce_count = a.ce_count;
+  }
+
+  if (acked_packets > 0 || probe_acked) {
+    path.ack_wait_from = now;
+    path.rto_since_ack = false;
+    path.stats.packets_acked += acked_packets;
+    path.stats.bytes_acked += acked_bytes;
+    if (path.state == PathState::kDown) bring_up(path, now);
   }
 
   Bytes lost_bytes = 0;
   uint32_t lost_packets = 0;
-  detect_losses(now, &lost_bytes, &lost_packets);
-  if (acked_packets > 0) pto_count_ = 0;
+  detect_losses(path, now, &lost_bytes, &lost_packets);
+  if (acked_packets > 0) path.pto_count = 0;
 
   cc::AckEvent ev;
   ev.now = now;
   ev.rtt = rtt_sample;
-  ev.min_rtt = rtt_.min_rtt();
+  ev.min_rtt = path.rtt.min_rtt();
   ev.ack_delay = Duration::from_us(a.ack_delay_us);
   ev.acked_bytes = acked_bytes;
   ev.acked_packets = acked_packets;
   ev.lost_bytes = lost_bytes;
   ev.lost_packets = lost_packets;
   ev.prior_in_flight = prior_in_flight;
-  ev.in_flight = bytes_in_flight_;
+  ev.in_flight = path.bytes_in_flight;
   ev.ce_count = new_ce;
-  rate_.end_ack(rtt_.min_rtt(), ev);
-  stats_.delivered_bytes = rate_.delivered();
-  if (acked_packets > 0 || lost_packets > 0 || new_ce > 0) cc_->on_ack(ev);
-  if (spurious) cc_->on_spurious_loss(now);
-  trim_sent(now);
+  path.rate.end_ack(path.rtt.min_rtt(), ev);
+  if (acked_packets > 0 || lost_packets > 0 || new_ce > 0) path.cc->on_ack(ev);
+  if (spurious) path.cc->on_spurious_loss(now);
+  trim_sent(path, now);
 }
 
-void Connection::detect_losses(TimePoint now, Bytes* lost_bytes, uint32_t* lost_packets) {
-  loss_time_ = TimePoint::infinite();
-  if (!any_acked_ || unacked_holes_.empty()) return;
-  const Duration base = std::max(rtt_.latest(), rtt_.smoothed());
+void Connection::detect_losses(Path& path, TimePoint now, Bytes* lost_bytes,
+                               uint32_t* lost_packets) {
+  path.loss_time = TimePoint::infinite();
+  if (!path.any_acked || path.unacked_holes.empty()) return;
+  const Duration base = std::max(path.rtt.latest(), path.rtt.smoothed());
   const Duration loss_delay = std::max(base + base / 8, cfg_.timer_granularity);
   const TimePoint lost_send_time = now - loss_delay;
-  uint64_t stop = unacked_holes_.back().hi;
+  uint64_t stop = path.unacked_holes.back().hi;
   bool stopped = false;
-  const auto& rs = unacked_holes_.ranges();
+  const auto& rs = path.unacked_holes.ranges();
   for (size_t i = 0; i < rs.size() && !stopped; ++i) {
-    for (uint64_t pn = std::max(rs[i].lo, first_pn_); pn < rs[i].hi; ++pn) {
-      SentPacket& p = sent(pn);
+    for (uint64_t pn = std::max(rs[i].lo, path.first_pn); pn < rs[i].hi; ++pn) {
+      SentPacket& p = path.sent(pn);
       if (p.state != PacketState::kInFlight) continue;
-      if (p.sent_time <= lost_send_time || largest_acked_ >= pn + cfg_.packet_threshold) {
+      if (p.sent_time <= lost_send_time || path.largest_acked >= pn + cfg_.packet_threshold) {
         *lost_bytes += p.bytes;
         ++*lost_packets;
-        if (p.sent_time > loss_event_start_) {  // sent after the last event began: a new one
+        if (p.sent_time > path.loss_event_start) {  // sent after the last event began: a new one
           ++stats_.loss_events;
-          loss_event_start_ = now;
+          path.loss_event_start = now;
         }
-        on_packet_lost(p);
+        on_packet_lost(path, p);
         continue;
       }
-      loss_time_ = p.sent_time + loss_delay;
+      path.loss_time = p.sent_time + loss_delay;
       stop = pn;
       stopped = true;
       break;
     }
   }
-  unacked_holes_.remove_below(stop);
+  path.unacked_holes.remove_below(stop);
 }
 
-void Connection::on_pto(TimePoint now) {
-  ++pto_count_;
-  if (pto_count_ > cfg_.ptos_before_rto) {
-    on_rto(now);
+void Connection::on_pto(Path& path, TimePoint now) {
+  ++path.pto_count;
+  if (path.pto_count > cfg_.ptos_before_rto) {
+    on_rto(path, now);
     return;
   }
   ++stats_.ptos;
-  probes_pending_ = 1;
+  ++path.stats.ptos;
+  path.probes_pending = 1;
   if (has_stream_data()) return;  // the probe carries new or already-lost data
   // Tail-loss probe: resend the data of the newest packet still in flight.
-  for (uint64_t pn = next_pn_; pn > first_pn_; --pn) {
-    SentPacket& p = sent(pn - 1);
+  for (uint64_t pn = path.next_pn; pn > path.first_pn; --pn) {
+    SentPacket& p = path.sent(pn - 1);
     if (p.state != PacketState::kInFlight) continue;
     for (uint8_t i = 0; i < p.nframes; ++i) {
       const SentFrame& f = p.frames[i];
@@ -277,55 +304,124 @@ void Connection::on_pto(TimePoint now) {
   }
 }
 
-void Connection::on_rto(TimePoint now) {
+void Connection::on_rto(Path& path, TimePoint now) {
   ++stats_.rtos;
-  for (uint64_t pn = first_pn_; pn < next_pn_; ++pn) {
-    SentPacket& p = sent(pn);
-    if (p.state == PacketState::kInFlight) on_packet_lost(p);
+  ++path.stats.rtos;
+  for (uint64_t pn = path.first_pn; pn < path.next_pn; ++pn) {
+    SentPacket& p = path.sent(pn);
+    if (p.state == PacketState::kInFlight) on_packet_lost(path, p);
   }
-  unacked_holes_.clear();
-  loss_time_ = TimePoint::infinite();
-  cc_->on_rto(now);
-  probes_pending_ = 1;
+  path.unacked_holes.clear();
+  path.loss_time = TimePoint::infinite();
+  path.cc->on_rto(now);
+  path.probes_pending = 1;
+  path.rto_since_ack = true;
 }
+
+// ---------------------------------------------------------------------------
+// Path failover
+
+TimePoint Connection::down_deadline(const Path& path) const {
+  if (up_paths_ < 2 || path.state != PathState::kUp || path.ack_eliciting_in_flight == 0)
+    return TimePoint::infinite();
+  return path.ack_wait_from + std::max(path.rtt.smoothed() * 3, cfg_.path_down_floor);
+}
+
+void Connection::declare_down(Path& path, TimePoint now) {
+  path.state = PathState::kDown;
+  --up_paths_;
+  ++path.stats.downs;
+  // Everything in flight on it is resent at once on the surviving paths.
+  for (uint64_t pn = path.first_pn; pn < path.next_pn; ++pn) {
+    SentPacket& p = path.sent(pn);
+    if (p.state == PacketState::kInFlight) on_packet_lost(path, p);
+  }
+  path.unacked_holes.clear();
+  path.loss_time = TimePoint::infinite();
+  path.pto_count = 0;
+  path.probes_pending = 0;
+  path.cc->on_rto(now);  // it starts again from the controller's floor when back
+  path.probe_interval = pto_base(path);
+  path.next_probe = now + path.probe_interval;
+  push_path_event(path, now);
+}
+
+void Connection::bring_up(Path& path, TimePoint now) {
+  path.state = PathState::kUp;
+  ++up_paths_;
+  ++path.stats.ups;
+  path.next_probe = TimePoint::infinite();
+  path.pto_count = 0;
+  path.ack_wait_from = now;
+  path.idle_reported = false;
+  push_path_event(path, now);
+}
+
+// ---------------------------------------------------------------------------
+// Timers
 
 void Connection::on_timeout(TimePoint now) noexcept {
   if (closed_) return;
-  if (loss_time_ <= now) {
-    Bytes lost_bytes = 0;
-    uint32_t lost_packets = 0;
-    detect_losses(now, &lost_bytes, &lost_packets);
-    if (lost_packets > 0) {
-      cc::AckEvent ev;
-      ev.now = now;
-      ev.min_rtt = rtt_.min_rtt();
-      ev.lost_bytes = lost_bytes;
-      ev.lost_packets = lost_packets;
-      ev.prior_in_flight = bytes_in_flight_ + lost_bytes;
-      ev.in_flight = bytes_in_flight_;
-      ev.round_count = rate_.round_count();
-      cc_->on_ack(ev);
+  for (const auto& pp : paths_) {
+    Path& path = *pp;
+    if (path.loss_time <= now) {
+      Bytes lost_bytes = 0;
+      uint32_t lost_packets = 0;
+      detect_losses(path, now, &lost_bytes, &lost_packets);
+      if (lost_packets > 0) {
+        cc::AckEvent ev;
+        ev.now = now;
+        ev.min_rtt = path.rtt.min_rtt();
+        ev.lost_bytes = lost_bytes;
+        ev.lost_packets = lost_packets;
+        ev.prior_in_flight = path.bytes_in_flight + lost_bytes;
+        ev.in_flight = path.bytes_in_flight;
+        ev.round_count = path.rate.round_count();
+        path.cc->on_ack(ev);
+      }
+      continue;
     }
-    return;
-  }
-  if (ack_eliciting_in_flight_ > 0 && probes_pending_ == 0) {
-    if (last_ack_eliciting_sent_ + backed_off_pto() <= now) on_pto(now);
+    if (path.state == PathState::kDown) {
+      if (path.next_probe <= now) {
+        path.probes_pending = 1;
+        path.probe_interval = std::min(path.probe_interval * 2, cfg_.path_probe_max);
+        path.next_probe = now + path.probe_interval;
+      }
+      continue;
+    }
+    if (down_deadline(path) <= now) {
+      declare_down(path, now);
+      continue;
+    }
+    if (path.ack_eliciting_in_flight > 0 && path.probes_pending == 0) {
+      if (path.last_ack_eliciting_sent + backed_off_pto(path) <= now) on_pto(path, now);
+    }
   }
 }
 
 TimePoint Connection::next_timeout() const noexcept {
   if (closed_ && !close_pending_) return TimePoint::infinite();
-  if (probes_pending_ > 0 || close_pending_) return TimePoint::zero();
+  if (close_pending_) return TimePoint::zero();
   TimePoint t = TimePoint::infinite();
-  if (unacked_eliciting_ > 0) t = std::min(t, ack_deadline_);
-  t = std::min(t, loss_time_);
-  if (ack_eliciting_in_flight_ > 0) {
-    t = std::min(t, last_ack_eliciting_sent_ + backed_off_pto());
-  }
-  const bool control = max_data_pending_ || !msd_pending_.empty();
-  if ((has_stream_data() || control) &&
-      (bytes_in_flight_ == 0 || bytes_in_flight_ + cfg_.max_datagram <= cc_->cwnd())) {
-    t = std::min(t, pacer_.release_time());
+  const bool data = has_stream_data() || has_control_data();
+  for (const auto& pp : paths_) {
+    const Path& path = *pp;
+    if (path.probes_pending > 0) return TimePoint::zero();
+    if (path.unacked_eliciting > 0) t = std::min(t, path.ack_deadline);
+    t = std::min(t, path.loss_time);
+    if (path.state == PathState::kDown) {
+      t = std::min(t, path.next_probe);
+      continue;
+    }
+    if (path.ack_eliciting_in_flight > 0) {
+      t = std::min(t, path.last_ack_eliciting_sent + backed_off_pto(path));
+      t = std::min(t, down_deadline(path));
+    }
+    if (data && !path.held &&
+        (path.bytes_in_flight == 0 ||
+         path.bytes_in_flight + cfg_.max_datagram <= path.cc->cwnd())) {
+      t = std::min(t, path.pacer.release_time());
+    }
   }
   return t;
 }

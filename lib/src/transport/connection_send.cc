@@ -11,16 +11,21 @@ bool Connection::has_stream_data() const noexcept {
   return !retx_queue_.empty() || (!new_queue_.empty() && sent_new_total_ < peer_max_data_);
 }
 
-bool Connection::ack_due(TimePoint now) const noexcept {
-  return unacked_eliciting_ > 0 && ack_deadline_ <= now;
+bool Connection::has_control_data() const noexcept {
+  return max_data_pending_ || data_blocked_pending_ || !msd_pending_.empty();
 }
 
-void Connection::fill_ack_frame(wire::AckFrame& a, TimePoint now) const {
-  const auto& rs = recv_pns_.ranges();
-  a.largest = largest_received_;
-  const int64_t delay_us = (now - largest_received_time_).us();
+bool Connection::ack_due(const Path& space, TimePoint now) const noexcept {
+  return space.unacked_eliciting > 0 && space.ack_deadline <= now;
+}
+
+void Connection::fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint now) const {
+  const auto& rs = space.recv_pns.ranges();
+  a.path = static_cast<uint8_t>(space.id.index);
+  a.largest = space.largest_received;
+  const int64_t delay_us = (now - space.largest_received_time).us();
   a.ack_delay_us = static_cast<uint32_t>(std::clamp<int64_t>(delay_us, 0, UINT32_MAX));
-  a.ce_count = ce_received_;
+  a.ce_count = space.ce_received;
   a.range_count = 0;
   for (size_t i = rs.size(); i > 0 && a.range_count < wire::kMaxAckRanges; --i) {
     const wire::PnRange r{rs[i - 1].lo, rs[i - 1].hi - 1};
@@ -132,7 +137,8 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
   return false;
 }
 
-size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data, bool probe) {
+size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, bool allow_data,
+                                bool probe) {
   // With ELIDED payload the buffer holds only headers and frames (≤ 512
   // bytes); the datagram's wire size is still bounded by max_datagram.
   const size_t cap =
@@ -140,31 +146,44 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
   if (out.capacity <
       (cfg_.elide_payload ? kMinElidedBuffer : wire::kOverhead + wire::ack_frame_size(1)))
     return 0;
-  if (next_pn_ - first_pn_ >= sent_.size()) grow_sent_ring();
-  const uint64_t pn = next_pn_;
-  SentPacket& sp = sent(pn);
+  if (path.next_pn - path.first_pn >= path.sent_ring.size()) grow_sent_ring(path);
+  const uint64_t pn = path.next_pn;
+  SentPacket& sp = path.sent(pn);
   sp = SentPacket{};
   wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
   bool eliciting = false;
   bool retx = false;
   Bytes elided = 0;
+  const bool up = path.state == PathState::kUp;
 
-  if (ack_unsent_) {
+  // ACKs of the spaces whose packets arrive on this path. With ELIDED
+  // payload the buffer, not the datagram, bounds them: leave room for the
+  // other frames (MAX_DATA, MAX_STREAM_DATA, CLOSE, 4 STREAM headers).
+  constexpr size_t kOtherFrames = wire::kMaxDataFrameSize + wire::kMaxStreamDataFrameSize +
+                                  wire::kCloseFrameSize +
+                                  kMaxFramesPerPacket * wire::kStreamFrameOverhead;
+  static_assert(kMinElidedBuffer - wire::kOverhead - kOtherFrames >=
+                wire::ack_frame_size(wire::kMaxAckRanges, 1));
+  const size_t ack_room =
+      cfg_.elide_payload ? out.capacity - wire::kOverhead - kOtherFrames : w.room();
+  for (const auto& sp_ptr : paths_) {
+    Path& space = *sp_ptr;
+    if (!space.ack_unsent || space.ack_return != path.id.index) continue;
     wire::AckFrame& a = ack_scratch_;
-    fill_ack_frame(a, now);
-    if (w.room() >= wire::ack_frame_size(a.range_count)) {
-      w.ack(a);
-      ack_unsent_ = false;
-      unacked_eliciting_ = 0;
-      ack_deadline_ = TimePoint::infinite();
-      ++stats_.acks_sent;
-    }
+    fill_ack_frame(space, a, now);
+    const size_t size = wire::ack_frame_size(a.range_count, a.path);
+    if (w.room() < size || w.size() + size > ack_room) continue;
+    w.ack(a);
+    space.ack_unsent = false;
+    space.unacked_eliciting = 0;
+    space.ack_deadline = TimePoint::infinite();
+    ++stats_.acks_sent;
   }
   if (close_pending_ && w.room() >= wire::kCloseFrameSize) {
     w.close(close_code_);
     close_pending_ = false;
   }
-  if ((allow_data || probe) && !closed_) {
+  if ((allow_data || probe) && !closed_ && up) {
     if (max_data_pending_ && w.room() >= wire::kMaxDataFrameSize) {
       w.max_data(max_data_advertised_);
       max_data_pending_ = false;
@@ -191,15 +210,16 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
       if (!write_stream_frame(w, sp, budget, &retx, &elided)) break;
       eliciting = true;
     }
-    if (probe && !eliciting && w.room() >= 1) {
-      w.ping();
-      eliciting = true;
-    }
+  }
+  if (probe && !eliciting && !closed_ && w.room() >= 1) {
+    w.ping();
+    eliciting = true;
   }
   if (w.size() == 0) return 0;
 
   wire::Header h;
   h.flags = wire::kTypeData | (cfg_.elide_payload ? wire::kFlagElided : 0);
+  h.path = static_cast<uint8_t>(path.id.index);
   h.connection_id = cfg_.connection_id;
   h.packet_number = pn;
   wire::write_header(out.data, h);
@@ -208,39 +228,112 @@ size_t Connection::build_packet(OutDatagram& out, TimePoint now, bool allow_data
   if (cfg_.integrity_check) wire::put_u32(out.data + body, wire::crc32c(out.data, body));
   out.len = static_cast<uint32_t>(body + wire::kTagSize);
   out.wire_len = static_cast<uint32_t>(out.len + elided);
+  out.path = path.id;
 
-  ++next_pn_;
+  ++path.next_pn;
   sp.pn = pn;
   sp.sent_time = now;
   sp.bytes = out.wire_len;
   ++stats_.packets_sent;
   stats_.bytes_sent += out.wire_len;
+  ++path.stats.packets_sent;
+  path.stats.bytes_sent += out.wire_len;
   if (!eliciting) {
     sp.state = PacketState::kNotInFlight;
     return out.len;
   }
+  if (!up) {  // a probe of a down path: outside its flight and its controller
+    sp.state = PacketState::kProbe;
+    ++path.stats.probes_sent;
+    return out.len;
+  }
   sp.state = PacketState::kInFlight;
-  sp.rate = rate_.on_sent(now, bytes_in_flight_);
-  bytes_in_flight_ += out.wire_len;
-  ++ack_eliciting_in_flight_;
-  last_ack_eliciting_sent_ = now;
-  idle_reported_ = false;
-  if (retx) ++stats_.retransmitted_packets;
+  sp.rate = path.rate.on_sent(now, path.bytes_in_flight);
+  if (path.ack_eliciting_in_flight == 0 && !path.rto_since_ack) path.ack_wait_from = now;
+  path.bytes_in_flight += out.wire_len;
+  ++path.ack_eliciting_in_flight;
+  path.last_ack_eliciting_sent = now;
+  path.idle_reported = false;
+  if (retx) {
+    ++stats_.retransmitted_packets;
+    ++path.stats.retransmitted_packets;
+  }
   cc::SentEvent ev;
   ev.now = now;
   ev.packet_number = pn;
   ev.bytes = out.wire_len;
-  ev.in_flight = bytes_in_flight_;
+  ev.in_flight = path.bytes_in_flight;
   ev.is_retransmission = retx;
   ev.app_limited = sp.rate.app_limited;
-  cc_->on_packet_sent(ev);
-  pacer_.on_sent(now, out.wire_len, cc_->pacing_rate(), cc_->send_quantum(), cfg_.max_datagram);
+  path.cc->on_packet_sent(ev);
+  path.pacer.on_sent(now, out.wire_len, path.cc->pacing_rate(), path.cc->send_quantum(),
+                     cfg_.max_datagram);
   return out.len;
+}
+
+// The scheduler. Each packet goes on the up path whose copy would arrive
+// first: a path that may send now (cwnd and pacer permitting) delivers at
+// now + its one-way delay (srtt / 2); a path whose pacer releases later
+// delivers what it is given after its backlog drains. A ready path is used
+// unless the paths that would deliver sooner, each at its pacing rate until
+// that moment, could carry all the data waiting; so when there is more data
+// than the fastest path can take, every path sends at its own rate, and a
+// slow or lossy path (its controller slows it, its cwnd fills) only ever
+// takes what it can deliver no later than the others would.
+Connection::Path* Connection::pick_data_path(TimePoint now) noexcept {
+  for (const auto& pp : paths_) {
+    Path& path = *pp;
+    path.cwnd_ok =
+        path.bytes_in_flight == 0 || path.bytes_in_flight + cfg_.max_datagram <= path.cc->cwnd();
+  }
+  if (!has_stream_data() && !has_control_data()) return nullptr;
+  if (paths_.size() == 1) {
+    Path& path = *paths_[0];
+    return path.cwnd_ok && path.pacer.ready(now) ? &path : nullptr;
+  }
+  Path* best = nullptr;
+  for (const auto& pp : paths_) {
+    Path& path = *pp;
+    if (path.state != PathState::kUp || !path.cwnd_ok || !path.pacer.ready(now)) continue;
+    if (best == nullptr || path.rtt.smoothed() < best->rtt.smoothed()) best = &path;
+  }
+  if (best == nullptr) return nullptr;
+  // Lost data and flow-control credit go at once; new data may wait for a
+  // path that delivers it sooner.
+  if (!retx_queue_.empty() || has_control_data()) return best;
+  const Duration owd = best->rtt.smoothed() / 2;
+  const uint64_t waiting =
+      std::min(written_total_ - sent_new_total_, peer_max_data_ - sent_new_total_);
+  uint64_t sooner = 0;  // bytes faster, not yet ready paths deliver before `best` would
+  for (const auto& pp : paths_) {
+    const Path& path = *pp;
+    // Ready paths other than `best` deliver no sooner than it does.
+    if (path.state != PathState::kUp || !path.cwnd_ok || path.pacer.ready(now)) continue;
+    const Duration arrive = (path.pacer.release_time() - now) + path.rtt.smoothed() / 2;
+    if (arrive >= owd) continue;
+    sooner += path.cc->pacing_rate().bytes_in(owd - arrive);
+    if (sooner >= waiting) {
+      best->held = true;  // wake up for the faster path's release instead
+      return nullptr;
+    }
+  }
+  return best;
+}
+
+// A path that must send even without data permission: a probe pending on
+// it, or an ACK due for a space whose packets arrive on it, or CLOSE.
+Connection::Path* Connection::pick_control_path(TimePoint now) noexcept {
+  for (const auto& pp : paths_) {
+    Path& path = *pp;
+    if (path.probes_pending > 0) return &path;
+    if (ack_due(path, now)) return paths_[path.ack_return].get();
+  }
+  if (close_pending_) return &primary();
+  return nullptr;
 }
 
 size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept {
   size_t n = 0;
-  bool cwnd_ok = true;
   // New data waits for the peer's credit (queued, or held back in the
   // application by a send buffer full of it): say so once per limit, so
   // that the peer can tell its window from its reader (on_peer_blocked).
@@ -249,36 +342,42 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
     blocked_reported_ = peer_max_data_;
     data_blocked_pending_ = true;
   }
+  for (const auto& pp : paths_) pp->held = false;
   while (n < out.size()) {
     if (closed_ && !close_pending_) break;
-    const bool probe = probes_pending_ > 0;
-    const bool data =
-        has_stream_data() || max_data_pending_ || data_blocked_pending_ || !msd_pending_.empty();
-    cwnd_ok = bytes_in_flight_ == 0 || bytes_in_flight_ + cfg_.max_datagram <= cc_->cwnd();
-    const bool allow = data && cwnd_ok && pacer_.ready(now);
-    if (!allow && !probe && !ack_due(now) && !close_pending_) break;
-    if (build_packet(out[n], now, allow, probe) == 0) break;
-    if (probe) --probes_pending_;
+    Path* path = pick_data_path(now);
+    const bool allow = path != nullptr;
+    if (path == nullptr) path = pick_control_path(now);
+    if (path == nullptr) break;
+    const bool probe = path->probes_pending > 0;
+    if (build_packet(out[n], *path, now, allow, probe) == 0) break;
+    if (probe) --path->probes_pending;
     ++n;
   }
-  if (!has_stream_data() && cwnd_ok) {
-    // Nothing to send below cwnd. With everything written already sent, the
-    // send buffer full and credit left, the buffer, not the application or
-    // the peer (a stalled reader keeps this end at its configured buffer),
-    // is what limits the flight (loss recovery holds acked data
-    // above a hole; a hinted BDP may be short of the path's): it grows,
-    // and the application fills it on its next write.
-    if (new_queue_.empty() && send_capacity_ < send_max_ &&
+  if (!has_stream_data()) {
+    bool room = false;
+    for (const auto& pp : paths_) {
+      Path& path = *pp;
+      if (path.state != PathState::kUp || !path.cwnd_ok) continue;
+      room = true;
+      // Nothing to send below cwnd: rate samples until this data is acked are
+      // app-limited (tcp_rate_check_app_limited).
+      path.rate.on_app_limited(path.bytes_in_flight);
+      if (path.bytes_in_flight == 0 && !path.idle_reported) {
+        path.idle_reported = true;
+        path.cc->on_idle(now);
+      }
+    }
+    // With everything written already sent, the send buffer full and credit
+    // left, the buffer, not the application or the peer (a stalled reader
+    // keeps this end at its configured buffer), is what limits the flight
+    // (loss recovery holds acked data above a hole; a hinted BDP may be
+    // short of the path's): it grows, and the application fills it on its
+    // next write.
+    if (room && new_queue_.empty() && send_capacity_ < send_max_ &&
         send_buffered_ + mss_payload_ >= send_capacity_ &&
         sent_new_total_ + mss_payload_ <= peer_max_data_)
       grow_send_window();
-    // Rate samples until this data is acked are app-limited
-    // (tcp_rate_check_app_limited).
-    rate_.on_app_limited(bytes_in_flight_);
-    if (bytes_in_flight_ == 0 && !idle_reported_) {
-      idle_reported_ = true;
-      cc_->on_idle(now);
-    }
   }
   return n;
 }

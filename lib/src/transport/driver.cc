@@ -3,17 +3,32 @@
 #include <algorithm>
 
 namespace rowan::transport {
+namespace {
+
+uint32_t datagram_size(const Connection& conn, std::span<io::PacketIo* const> ios) {
+  uint32_t d = conn.config().max_datagram;
+  for (const io::PacketIo* io : ios) d = std::max(d, io->max_datagram());
+  return d;
+}
+
+}  // namespace
 
 Driver::Driver(Connection& conn, io::PacketIo& io, uint32_t burst, const Clock* clock)
+    : Driver(conn, std::span<io::PacketIo* const>(std::vector<io::PacketIo*>{&io}), burst, clock) {}
+
+Driver::Driver(Connection& conn, std::span<io::PacketIo* const> ios, uint32_t burst,
+               const Clock* clock)
     : conn_(conn),
-      io_(io),
+      ios_(ios.begin(), ios.end()),
       clock_(clock),
-      dgram_(std::max(conn.config().max_datagram, io.max_datagram())),
+      dgram_(datagram_size(conn, ios)),
       rx_mem_(static_cast<size_t>(burst) * dgram_),
       tx_mem_(static_cast<size_t>(burst) * dgram_),
       rx_(burst),
       out_(burst),
-      tx_(burst) {
+      tx_(burst),
+      scratch_(burst),
+      tx_path_(burst) {
   for (uint32_t i = 0; i < burst; ++i) {
     rx_[i].data = rx_mem_.data() + static_cast<size_t>(i) * dgram_;
     rx_[i].capacity = dgram_;
@@ -22,31 +37,59 @@ Driver::Driver(Connection& conn, io::PacketIo& io, uint32_t burst, const Clock* 
   }
 }
 
-TimePoint Driver::poll(TimePoint now) noexcept {
-  if (tx_count_ > 0) {
-    const size_t sent = io_.send_burst(std::span(tx_.data() + tx_head_, tx_count_), now);
-    tx_head_ += sent;
-    tx_count_ -= sent;
-  }
-  for (;;) {
-    // Once per burst: datagrams that arrive while earlier bursts are being
-    // processed must not carry the time the pass began.
-    if (clock_ != nullptr) now = std::max(now, clock_->now());
-    const size_t n = io_.recv_burst(std::span(rx_.data(), rx_.size()), now);
-    // A datagram that arrived after the clock read (the thread was preempted
-    // before it reaped): move `now` past it, so no event of this pass is
-    // dated before an arrival it handles.
-    if (clock_ != nullptr) {
-      TimePoint last;
-      for (size_t i = 0; i < n; ++i) last = std::max(last, rx_[i].rx_time);
-      if (last > now) now = std::max(now, clock_->now());
-      // None can have arrived after this read: a later one is a bad conversion.
-      for (size_t i = 0; i < n; ++i)
-        if (rx_[i].rx_time > now) rx_[i].rx_time = now;
+void Driver::flush(TimePoint now) noexcept {
+  size_t kept = 0;
+  for (size_t k = 0; k < ios_.size() && tx_count_ > 0; ++k) {
+    size_t n = 0;
+    for (size_t i = 0; i < tx_count_; ++i)
+      if (tx_path_[i] == k) scratch_[n++] = tx_[i];
+    if (n == 0) continue;
+    const size_t sent = ios_[k]->send_burst(std::span(scratch_.data(), n), now);
+    // Keep this backend's unsent ones, in order, for the next pass.
+    size_t seen = 0;
+    for (size_t i = 0; i < tx_count_; ++i) {
+      if (tx_path_[i] != k) continue;
+      if (seen++ < sent) tx_path_[i] = UINT16_MAX;  // sent
     }
-    for (size_t i = 0; i < n; ++i)
-      conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now, rx_[i].rx_time);
-    if (n < rx_.size()) break;
+  }
+  for (size_t i = 0; i < tx_count_; ++i) {
+    if (tx_path_[i] == UINT16_MAX) continue;
+    if (tx_path_[i] >= ios_.size()) {
+      ++dropped_no_io_;
+      continue;
+    }
+    tx_[kept] = tx_[i];
+    tx_path_[kept] = tx_path_[i];
+    ++kept;
+  }
+  tx_count_ = kept;
+}
+
+TimePoint Driver::poll(TimePoint now) noexcept {
+  if (tx_count_ > 0) flush(now);
+  for (size_t k = 0; k < ios_.size(); ++k) {
+    io::PacketIo& io = *ios_[k];
+    const PathId path{static_cast<uint16_t>(k)};
+    for (;;) {
+      // Once per burst: datagrams that arrive while earlier bursts are being
+      // processed must not carry the time the pass began.
+      if (clock_ != nullptr) now = std::max(now, clock_->now());
+      const size_t n = io.recv_burst(std::span(rx_.data(), rx_.size()), now);
+      // A datagram that arrived after the clock read (the thread was preempted
+      // before it reaped): move `now` past it, so no event of this pass is
+      // dated before an arrival it handles.
+      if (clock_ != nullptr) {
+        TimePoint last;
+        for (size_t i = 0; i < n; ++i) last = std::max(last, rx_[i].rx_time);
+        if (last > now) now = std::max(now, clock_->now());
+        // None can have arrived after this read: a later one is a bad conversion.
+        for (size_t i = 0; i < n; ++i)
+          if (rx_[i].rx_time > now) rx_[i].rx_time = now;
+      }
+      for (size_t i = 0; i < n; ++i)
+        conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now, rx_[i].rx_time, path);
+      if (n < rx_.size()) break;
+    }
   }
   if (conn_.next_timeout() <= now) conn_.on_timeout(now);
   if (tx_count_ == 0) {
@@ -54,13 +97,15 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     // read: handling the receive burst may have taken a while.
     if (clock_ != nullptr) now = std::max(now, clock_->now());
     const size_t n = conn_.poll_send(std::span(out_.data(), out_.size()), now);
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       tx_[i] = io::TxDatagram{out_[i].data, out_[i].len, io::Ecn::kEct0};
-    const size_t sent = io_.send_burst(std::span(tx_.data(), n), now);
-    tx_head_ = sent;
-    tx_count_ = n - sent;
+      tx_path_[i] = out_[i].path.index;
+    }
+    tx_count_ = n;
+    flush(now);
   }
-  TimePoint next = std::min(conn_.next_timeout(), io_.next_rx_time());
+  TimePoint next = conn_.next_timeout();
+  for (const io::PacketIo* io : ios_) next = std::min(next, io->next_rx_time());
   // The backend refused part of a burst: retry soon rather than spin (the
   // connection, which wants to send, would otherwise ask for `now` again).
   if (tx_count_ > 0) next = now + kTxRetry;

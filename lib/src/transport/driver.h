@@ -1,11 +1,13 @@
-// Drives one Connection over one PacketIo: receive a burst, run timers, send
-// a burst. Handles a partial send_burst by keeping the unsent datagrams and
-// retrying them first on the next poll (DPDK l3fwd). All buffers are
-// allocated at construction.
+// Drives one Connection over one PacketIo per path: receive a burst from each,
+// run timers, send a burst, each datagram on the PacketIo of the path the
+// connection chose. Handles a partial send_burst by keeping the unsent
+// datagrams and retrying them first on the next poll (DPDK l3fwd). All
+// buffers are allocated at construction.
 //
 // Threading: the thread that owns the connection.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "base/clock.h"
@@ -25,6 +27,11 @@ class Driver {
   /// is used for the rest of the pass. Without a clock (simulation, fake
   /// clocks) `now` is used as given.
   Driver(Connection& conn, io::PacketIo& io, uint32_t burst = 32, const Clock* clock = nullptr);
+  /// One PacketIo per path: ios[i] carries path i (ios.size() <=
+  /// conn.path_count(); datagrams for a path without one are dropped and
+  /// counted in dropped_no_io()).
+  Driver(Connection& conn, std::span<io::PacketIo* const> ios, uint32_t burst = 32,
+         const Clock* clock = nullptr);
 
   /// How long to wait before retrying datagrams a full backend refused.
   static constexpr Duration kTxRetry = Duration::from_us(10);
@@ -32,16 +39,23 @@ class Driver {
   /// One pass at `now`; returns when the next pass is needed.
   TimePoint poll(TimePoint now) noexcept;
 
+  uint64_t dropped_no_io() const { return dropped_no_io_; }
+
  private:
+  /// Sends what is pending, each on its path's backend; keeps the unsent.
+  void flush(TimePoint now) noexcept;
+
   Connection& conn_;
-  io::PacketIo& io_;
+  std::vector<io::PacketIo*> ios_;
   const Clock* clock_;
   uint32_t dgram_;
   std::vector<uint8_t> rx_mem_, tx_mem_;
   std::vector<io::RxDatagram> rx_;
   std::vector<OutDatagram> out_;
-  std::vector<io::TxDatagram> tx_;
-  size_t tx_head_ = 0, tx_count_ = 0;  // unsent datagrams left from a partial burst
+  std::vector<io::TxDatagram> tx_, scratch_;
+  std::vector<uint16_t> tx_path_;
+  size_t tx_count_ = 0;  // unsent datagrams left from a partial burst, in tx_[0, tx_count_)
+  uint64_t dropped_no_io_ = 0;
 };
 
 }  // namespace rowan::transport

@@ -29,6 +29,8 @@ class IntervalSet {
   const Range& front() const { return v_[h_]; }
   const Range& back() const { return v_.back(); }
   std::span<const Range> ranges() const { return std::span<const Range>(v_).subspan(h_); }
+  /// Bytes its storage holds.
+  size_t memory() const { return v_.capacity() * sizeof(Range); }
   void clear() {
     v_.clear();
     h_ = 0;

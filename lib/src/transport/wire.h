@@ -2,8 +2,10 @@
 //
 //   datagram = header (20 bytes) | frames ... | tag (16 bytes)
 //
-//   header: version u8 | flags u8 | reserved u16 (0) | connection id u64 |
-//           packet number u64                                   (big-endian)
+//   header: version u8 | flags u8 | path u8 | reserved u8 (0) |
+//           connection id u64 | packet number u64               (big-endian)
+//   path:   the index of the sender's path whose packet-number space numbers
+//           this packet (each path has its own space).
 //   flags:  bit 7 PROTECTED (reserved; a datagram with it set is dropped)
 //           bit 6 KEY_PHASE (reserved)
 //           bit 5 ELIDED (simulator only: STREAM data bytes left out)
@@ -14,7 +16,7 @@
 // Encryption is below the transport: lib/src/crypto's SecureIo wraps each
 // whole datagram in its own AEAD record, so PROTECTED is never set here. An
 // AEAD inside the transport would need no format change (the header as
-// additional data, the packet number as nonce material, the tag slot).
+// additional data, the path and packet number as nonce material, the tag slot).
 //
 // All readers are bounds-checked and return false on anything malformed.
 #pragma once
@@ -25,7 +27,7 @@
 
 namespace rowan::transport::wire {
 
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;  ///< 2: per-path packet-number spaces
 inline constexpr size_t kHeaderSize = 20;
 inline constexpr size_t kTagSize = 16;
 inline constexpr size_t kOverhead = kHeaderSize + kTagSize;
@@ -39,8 +41,9 @@ inline constexpr uint8_t kTypeData = 0;
 enum FrameType : uint8_t {
   kFramePadding = 0x00,
   kFramePing = 0x01,
-  kFrameAck = 0x02,
-  kFrameStream = 0x08,  ///< | 0x01 when FIN
+  kFrameAck = 0x02,      ///< ACK of path 0's packet-number space
+  kFrameAckPath = 0x03,  ///< ACK of another path's space: a path byte, then ACK's body
+  kFrameStream = 0x08,   ///< | 0x01 when FIN
   kFrameStreamFin = 0x09,
   kFrameMaxData = 0x10,
   kFrameMaxStreamData = 0x11,
@@ -57,11 +60,16 @@ inline constexpr uint32_t kMaxStreamFrameData = 0xffff;
 
 inline constexpr int kMaxAckRanges = 32;
 /// Size of an ACK frame with `ranges` ranges.
-constexpr size_t ack_frame_size(int ranges) { return 1 + 8 + 4 + 8 + 1 + 8 + (ranges - 1) * 8; }
+/// Size of an ACK frame of `path`'s space with `ranges` ranges (path 0's
+/// ACK has no path byte).
+constexpr size_t ack_frame_size(int ranges, uint8_t path = 0) {
+  return (path != 0 ? 1 : 0) + 1 + 8 + 4 + 8 + 1 + 8 + (ranges - 1) * 8;
+}
 
 struct Header {
   uint8_t version = kVersion;
   uint8_t flags = 0;
+  uint8_t path = 0;  ///< packet-number space (the sender's path index)
   uint64_t connection_id = 0;
   uint64_t packet_number = 0;
 };
@@ -72,8 +80,10 @@ struct PnRange {
   uint64_t hi = 0;
 };
 
-/// ACK: ranges in descending order, ranges[0].hi == largest.
+/// ACK of one packet-number space (`path`): ranges in descending order,
+/// ranges[0].hi == largest.
 struct AckFrame {
+  uint8_t path = 0;
   uint64_t largest = 0;
   uint32_t ack_delay_us = 0;
   uint64_t ce_count = 0;  ///< cumulative ECN-CE marks seen by the receiver
@@ -115,7 +125,7 @@ inline uint64_t get_u64(const uint8_t* p) {
 inline void write_header(uint8_t* p, const Header& h) {
   p[0] = h.version;
   p[1] = h.flags;
-  p[2] = 0;
+  p[2] = h.path;
   p[3] = 0;
   put_u64(p + 4, h.connection_id);
   put_u64(p + 12, h.packet_number);
@@ -126,6 +136,7 @@ inline bool read_header(const uint8_t* p, size_t len, Header* h) {
   if (len < kOverhead) return false;
   h->version = p[0];
   h->flags = p[1];
+  h->path = p[2];
   h->connection_id = get_u64(p + 4);
   h->packet_number = get_u64(p + 12);
   return true;
@@ -177,7 +188,14 @@ class FrameWriter {
   void commit_stream_data(size_t placed) { pos_ += placed; }
   void ack(const AckFrame& a) {
     uint8_t* q = p_ + pos_;
-    q[0] = kFrameAck;
+    if (a.path == 0) {
+      q[0] = kFrameAck;
+    } else {
+      q[0] = kFrameAckPath;
+      q[1] = a.path;
+      ++q;
+      ++pos_;
+    }
     put_u64(q + 1, a.largest);
     put_u32(q + 9, a.ack_delay_us);
     put_u64(q + 13, a.ce_count);
@@ -221,10 +239,18 @@ bool parse_frames(const uint8_t* p, size_t len, bool elided, Visitor& v) {
         ++i;
         if (!v.on_ping()) return false;
         break;
-      case kFrameAck: {
+      case kFrameAck:
+      case kFrameAckPath: {
+        AckFrame& a = v.ack_scratch();
+        a.path = 0;
+        if (type == kFrameAckPath) {
+          if (len - i < 2) return false;
+          a.path = p[i + 1];
+          if (a.path == 0) return false;  // path 0's ACK is kFrameAck
+          ++i;
+        }
         if (len - i < ack_frame_size(1)) return false;
         const uint8_t* q = p + i;
-        AckFrame& a = v.ack_scratch();
         a.largest = get_u64(q + 1);
         a.ack_delay_us = get_u32(q + 9);
         a.ce_count = get_u64(q + 13);

@@ -73,6 +73,52 @@ TEST(Wire, DataBlockedFrameRoundTrip) {
   for (size_t n = 1; n < buf.size(); ++n) EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v));
 }
 
+TEST(Wire, AckOfAnotherPathCarriesItsIndex) {
+  wire::AckFrame a;
+  a.path = 9;
+  a.largest = 77;
+  a.range_count = 1;
+  a.ranges[0] = {70, 77};
+  std::vector<uint8_t> buf(wire::ack_frame_size(1, 9));
+  ASSERT_EQ(buf.size(), wire::ack_frame_size(1) + 1);
+  wire::FrameWriter w(buf.data(), buf.size());
+  w.ack(a);
+  ASSERT_EQ(w.size(), buf.size());
+  EXPECT_EQ(buf[0], wire::kFrameAckPath);
+  struct V {
+    wire::AckFrame scratch, got;
+    bool on_ping() { return false; }
+    wire::AckFrame& ack_scratch() { return scratch; }
+    bool on_ack(const wire::AckFrame& f) {
+      got = f;
+      return true;
+    }
+    bool on_stream(const wire::StreamFrame&) { return false; }
+    bool on_max_data(uint64_t) { return false; }
+    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
+    bool on_data_blocked(uint64_t) { return false; }
+    bool on_close(uint16_t) { return false; }
+  } v;
+  ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
+  EXPECT_EQ(v.got.path, 9);
+  EXPECT_EQ(v.got.largest, 77U);
+  EXPECT_EQ(v.got.ranges[0].lo, 70U);
+  for (size_t n = 1; n < buf.size(); ++n) EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v));
+  // Path 0's ACK is the plain ACK frame: ACK_PATH naming path 0 is malformed.
+  buf[1] = 0;
+  EXPECT_FALSE(wire::parse_frames(buf.data(), buf.size(), false, v));
+  // The header carries the packet's path.
+  uint8_t hdr[wire::kOverhead] = {};
+  wire::Header h;
+  h.path = 3;
+  h.packet_number = 5;
+  wire::write_header(hdr, h);
+  wire::Header back;
+  ASSERT_TRUE(wire::read_header(hdr, sizeof(hdr), &back));
+  EXPECT_EQ(back.path, 3);
+  EXPECT_EQ(back.version, 2);
+}
+
 TEST(Wire, Crc32cKnownAnswer) {
   const char* s = "123456789";
   EXPECT_EQ(wire::crc32c(reinterpret_cast<const uint8_t*>(s), 9), 0xe3069283U);
