@@ -8,6 +8,29 @@
 namespace rowan::transport {
 namespace {
 
+// A frame visitor that fails the parse on every frame; tests derive from it
+// and accept the frames they look at.
+struct RejectAll {
+  wire::AckFrame scratch;
+  bool on_ping() { return false; }
+  wire::AckFrame& ack_scratch() { return scratch; }
+  bool on_ack(const wire::AckFrame&) { return false; }
+  bool on_stream(const wire::StreamFrame&) { return false; }
+  bool on_max_data(uint64_t) { return false; }
+  bool on_max_stream_data(uint64_t, uint64_t) { return false; }
+  bool on_data_blocked(uint64_t) { return false; }
+  bool on_close(uint16_t) { return false; }
+};
+
+// Accepts ACK frames only, keeping the last.
+struct AckCatcher : RejectAll {
+  wire::AckFrame got;
+  bool on_ack(const wire::AckFrame& f) {
+    got = f;
+    return true;
+  }
+};
+
 TEST(Wire, AckFrameRoundTrip) {
   wire::AckFrame a;
   a.largest = 1000;
@@ -21,20 +44,7 @@ TEST(Wire, AckFrameRoundTrip) {
   wire::FrameWriter w(buf.data(), buf.size());
   w.ack(a);
   ASSERT_EQ(w.size(), buf.size());
-  struct V {
-    wire::AckFrame scratch, got;
-    bool on_ping() { return false; }
-    wire::AckFrame& ack_scratch() { return scratch; }
-    bool on_ack(const wire::AckFrame& f) {
-      got = f;
-      return true;
-    }
-    bool on_stream(const wire::StreamFrame&) { return false; }
-    bool on_max_data(uint64_t) { return false; }
-    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
-    bool on_data_blocked(uint64_t) { return false; }
-    bool on_close(uint16_t) { return false; }
-  } v;
+  AckCatcher v;
   ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
   EXPECT_EQ(v.got.largest, 1000U);
   EXPECT_EQ(v.got.ack_delay_us, 250U);
@@ -53,20 +63,12 @@ TEST(Wire, DataBlockedFrameRoundTrip) {
   wire::FrameWriter w(buf.data(), buf.size());
   w.data_blocked(0x0123456789abcdefULL);
   ASSERT_EQ(w.size(), buf.size());
-  struct V {
-    wire::AckFrame scratch;
+  struct V : RejectAll {
     uint64_t limit = 0;
-    bool on_ping() { return false; }
-    wire::AckFrame& ack_scratch() { return scratch; }
-    bool on_ack(const wire::AckFrame&) { return false; }
-    bool on_stream(const wire::StreamFrame&) { return false; }
-    bool on_max_data(uint64_t) { return false; }
-    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
-    bool on_data_blocked(uint64_t v) {
-      limit = v;
+    bool on_data_blocked(uint64_t l) {
+      limit = l;
       return true;
     }
-    bool on_close(uint16_t) { return false; }
   } v;
   ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
   EXPECT_EQ(v.limit, 0x0123456789abcdefULL);
@@ -85,20 +87,7 @@ TEST(Wire, AckOfAnotherPathCarriesItsIndex) {
   w.ack(a);
   ASSERT_EQ(w.size(), buf.size());
   EXPECT_EQ(buf[0], wire::kFrameAckPath);
-  struct V {
-    wire::AckFrame scratch, got;
-    bool on_ping() { return false; }
-    wire::AckFrame& ack_scratch() { return scratch; }
-    bool on_ack(const wire::AckFrame& f) {
-      got = f;
-      return true;
-    }
-    bool on_stream(const wire::StreamFrame&) { return false; }
-    bool on_max_data(uint64_t) { return false; }
-    bool on_max_stream_data(uint64_t, uint64_t) { return false; }
-    bool on_data_blocked(uint64_t) { return false; }
-    bool on_close(uint16_t) { return false; }
-  } v;
+  AckCatcher v;
   ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
   EXPECT_EQ(v.got.path, 9);
   EXPECT_EQ(v.got.largest, 77U);
