@@ -827,6 +827,8 @@ Result Simulation::run() {
       fr.lost_packets = st.lost_packets;
       fr.rtos = st.rtos;
       fr.spurious = st.spurious_losses;
+      fr.send_window_growths = st.send_window_growths;
+      fr.recv_window_growths = f.rcv.conn->stats().recv_window_growths;
       retx += st.retransmitted_bytes;
       sent += st.stream_bytes_sent;
       fr.repair_packets = st.fec_repair_sent;

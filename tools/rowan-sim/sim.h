@@ -150,7 +150,9 @@ struct FlowResult {
   double retransmit_ratio = 0;
   double srtt_s = 0, min_rtt_s = 0;
   uint64_t lost_packets = 0, rtos = 0, spurious = 0;
-  double converge_s = -1;  ///< time from start to ≥ 90% of fair share (−1: never)
+  uint64_t send_window_growths = 0;  ///< the sender's send buffer doubled (window_growth)
+  uint64_t recv_window_growths = 0;  ///< the receiver's window doubled
+  double converge_s = -1;            ///< time from start to ≥ 90% of fair share (−1: never)
   uint64_t verify_errors = 0;
   // Forward error correction (sender's view) and request-response.
   uint64_t repair_packets = 0, repair_bytes = 0, wire_bytes = 0, recovered = 0, retx_packets = 0;

@@ -77,6 +77,8 @@ std::string to_json(const Scenario& s, const Result& r) {
     o["recovered_packets"] = f.recovered;
     o["fec_k"] = f.fec_k;
     o["fec_m"] = f.fec_m;
+    o["send_window_growths"] = f.send_window_growths;
+    o["recv_window_growths"] = f.recv_window_growths;
     if (f.converge_s >= 0) {
       o["converge_s"] = f.converge_s;
     } else {

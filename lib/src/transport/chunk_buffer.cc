@@ -6,10 +6,27 @@
 namespace rowan::transport {
 
 ChunkPool::ChunkPool(uint32_t chunk_size, uint32_t count, bool backed)
-    : chunk_size_(chunk_size), count_(count) {
-  if (backed) mem_.reset(new uint8_t[static_cast<size_t>(chunk_size) * count]);
-  free_.reserve(count);
-  for (uint32_t i = count; i > 0; --i) free_.push_back(i - 1);
+    : chunk_size_(chunk_size),
+      count_(0),
+      seg_chunks_(std::max<uint32_t>(count, 1)),
+      backed_(backed) {
+  grow_to(count);
+}
+
+void ChunkPool::grow_to(uint32_t count) {
+  if (count <= count_) return;
+  const uint32_t segs = (count + seg_chunks_ - 1) / seg_chunks_;
+  const uint32_t first = count_;
+  while (segs_.size() < segs) {
+    // Uninitialized: pages are committed as chunks are first written.
+    segs_.emplace_back(backed_ ? new uint8_t[static_cast<size_t>(chunk_size_) * seg_chunks_]
+                               : nullptr);
+  }
+  count_ = segs * seg_chunks_;
+  free_.reserve(count_);
+  // Free chunks are taken from the back: the new ones go under the old.
+  free_.insert(free_.begin(), count_ - first, 0);
+  for (uint32_t i = 0; i < count_ - first; ++i) free_[i] = count_ - 1 - i;
 }
 
 void ChunkRing::grow(uint64_t need) {

@@ -32,9 +32,14 @@ class ChunkPool {
   }
   void release(uint32_t c) { free_.push_back(c); }
   uint8_t* data(uint32_t c) const {
-    return mem_ ? mem_.get() + static_cast<size_t>(c) * chunk_size_ : nullptr;
+    if (!backed_) return nullptr;
+    return segs_[c / seg_chunks_].get() + static_cast<size_t>(c % seg_chunks_) * chunk_size_;
   }
-  bool backed() const { return mem_ != nullptr; }
+  /// Adds chunks, a segment of the first count at a time, until the pool
+  /// holds at least `count` (the connection's windows grew). Chunks already
+  /// handed out stay where they are. Allocates: a rare, bounded event.
+  void grow_to(uint32_t count);
+  bool backed() const { return backed_; }
   uint32_t chunk_size() const { return chunk_size_; }
   uint32_t count() const { return count_; }
   uint32_t available() const { return static_cast<uint32_t>(free_.size()); }
@@ -46,7 +51,9 @@ class ChunkPool {
  private:
   uint32_t chunk_size_;
   uint32_t count_;
-  std::unique_ptr<uint8_t[]> mem_;
+  uint32_t seg_chunks_;  ///< chunks per segment (the first count)
+  bool backed_;
+  std::vector<std::unique_ptr<uint8_t[]>> segs_;
   std::vector<uint32_t> free_;
 };
 

@@ -124,6 +124,9 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
 
   send_capacity_ = std::max(scaled(bdp_, cfg_.send_buffer_bdp), cfg_.min_buffer);
   recv_window_ = std::max(scaled(bdp_, cfg_.recv_window_bdp), cfg_.min_buffer);
+  const double growth = std::max(cfg_.window_growth, 1.0);
+  send_max_ = scaled(send_capacity_, growth);
+  recv_max_ = scaled(recv_window_, growth);
   stream_window_ =
       std::max<Bytes>(scaled(recv_window_, cfg_.stream_window_fraction), cfg_.chunk_size);
   // Both ends are configured alike, so each starts with the other's window
@@ -250,6 +253,44 @@ void Connection::replace_cc(const std::string& algorithm, const cc::CcParams& pa
   cfg_.cc_params = params;
 }
 
+void Connection::grow_send_window() noexcept {
+  send_capacity_ = std::min(send_capacity_ * 2, send_max_);
+  send_pool_.grow_to(chunks_for(send_capacity_, cfg_.chunk_size) + 2 * cfg_.max_streams);
+  ++stats_.send_window_growths;
+}
+
+void Connection::grow_recv_window() noexcept {
+  recv_window_ = std::min(recv_window_ * 2, recv_max_);
+  stream_window_ =
+      std::max<Bytes>(scaled(recv_window_, cfg_.stream_window_fraction), cfg_.chunk_size);
+  recv_pool_.grow_to(chunks_for(recv_window_, cfg_.chunk_size) + 2 * cfg_.max_streams);
+  ++stats_.recv_window_growths;
+}
+
+void Connection::on_peer_blocked(uint64_t limit) noexcept {
+  // The peer had data that this end's credit did not allow. If that was
+  // credit given since the window last grew (reports sent before the
+  // grown credit arrived say nothing new) and the application keeps up
+  // with what is in order, the window, not the reader, is what limits the
+  // flow (a window sized from a hinted BDP short of the path, or data held
+  // behind holes under repair): it doubles and the new credit goes out.
+  if (recv_window_ >= recv_max_ || limit < recv_grown_at_) return;
+  if (stats_.stream_bytes_received - consumed_total_ >= recv_window_ / 4) return;
+  grow_recv_window();
+  max_data_advertised_ = consumed_total_ + recv_window_;
+  max_data_pending_ = true;
+  recv_grown_at_ = max_data_advertised_;
+  for (const auto& sp : streams_) {
+    Stream& s = *sp;
+    if (s.final_size != UINT64_MAX || s.max_advertised >= s.read_offset + stream_window_) continue;
+    s.max_advertised = s.read_offset + stream_window_;
+    if (!s.msd_pending) {
+      s.msd_pending = true;
+      msd_pending_.push_back(s.slot);
+    }
+  }
+}
+
 Bytes Connection::send_buffer_free() const noexcept {
   const Bytes by_budget = send_capacity_ - std::min(send_capacity_, send_buffered_);
   const Bytes by_pool = static_cast<Bytes>(send_pool_.available()) * send_pool_.chunk_size();
@@ -368,6 +409,10 @@ struct Connection::Validator {
     ack_eliciting = true;
     return true;
   }
+  bool on_data_blocked(uint64_t) {
+    ack_eliciting = true;
+    return true;
+  }
   bool on_close(uint16_t) { return true; }
 };
 
@@ -388,6 +433,10 @@ struct Connection::Applier {
   }
   bool on_max_data(uint64_t v) {
     c.peer_max_data_ = std::max(c.peer_max_data_, v);
+    return true;
+  }
+  bool on_data_blocked(uint64_t limit) {
+    c.on_peer_blocked(limit);
     return true;
   }
   bool on_max_stream_data(uint64_t id, uint64_t v) {

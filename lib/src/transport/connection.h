@@ -84,6 +84,13 @@ struct TransportConfig {
   double recv_window_bdp = 2.0;         ///< connection receive window = this × BDP
   double stream_window_fraction = 1.0;  ///< per-stream window = this × connection window
   Bytes min_buffer = Bytes{256} * 1024;
+  /// The send buffer and receive window grow, by doubling, up to this many
+  /// times their configured size, when the path needs more than a hinted
+  /// BDP gives: the send buffer when it, not the CC, limits what is in
+  /// flight; the receive window when the peer nearly runs out of credit
+  /// while the application keeps up (holes under repair hold data back).
+  /// A hint wrong by half and loss recovery on a long path need it. 1: fixed.
+  double window_growth = 4.0;
   uint32_t chunk_size = 16384;  ///< buffer granule (bytes)
   uint32_t max_streams = 256;
   uint32_t ack_every = 2;                         ///< ack-eliciting packets per ACK
@@ -209,6 +216,8 @@ struct ConnStats {
   Bytes send_buffer_used = 0;
   Bytes recv_buffer_capacity = 0;
   Bytes recv_buffer_used = 0;
+  uint64_t send_window_growths = 0;  ///< times the send buffer doubled (window_growth)
+  uint64_t recv_window_growths = 0;  ///< times the receive window doubled
 };
 
 /// Smallest buffer poll_send needs per datagram when payload is elided.
@@ -470,6 +479,11 @@ class Connection {
   void push_path_event(const Path& path, TimePoint now);
   void queue_retx(Stream& s);
 
+  // Window growth (TransportConfig::window_growth).
+  void grow_send_window() noexcept;
+  void grow_recv_window() noexcept;
+  void on_peer_blocked(uint64_t limit) noexcept;
+
   // Send path.
   bool has_stream_data() const noexcept;
   bool has_control_data() const noexcept;
@@ -500,6 +514,7 @@ class Connection {
   ChunkPool send_pool_;
   ChunkPool recv_pool_;
   Bytes send_capacity_ = 0;
+  Bytes send_max_ = 0;       // what send_capacity_ may grow to
   Bytes send_buffered_ = 0;  // written and not yet acked
   Bytes stream_window_ = 0;
   uint64_t written_total_ = 0;  // sum of write_end over streams
@@ -508,10 +523,14 @@ class Connection {
   uint64_t peer_max_data_ = 0;   // peer's limit on what we send
   uint64_t sent_new_total_ = 0;  // sum of next_new over streams
   uint64_t recv_window_ = 0;
+  uint64_t recv_max_ = 0;       // what recv_window_ may grow to
+  uint64_t recv_grown_at_ = 0;  // max_data_advertised_ when it last grew
   uint64_t max_data_advertised_ = 0;
   uint64_t recv_highest_total_ = 0;  // sum of highest_received
   uint64_t consumed_total_ = 0;      // sum of read_offset
   bool max_data_pending_ = false;
+  bool data_blocked_pending_ = false;  // DATA_BLOCKED(peer_max_data_) to send
+  uint64_t blocked_reported_ = 0;      // the credit limit last reported blocked
   std::vector<uint32_t> msd_pending_;  // slots
 
   TimePoint rx_time_;     ///< arrival time of the datagram being handled (on_datagram)

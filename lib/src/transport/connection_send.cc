@@ -12,7 +12,7 @@ bool Connection::has_stream_data() const noexcept {
 }
 
 bool Connection::has_control_data() const noexcept {
-  return max_data_pending_ || !msd_pending_.empty();
+  return max_data_pending_ || data_blocked_pending_ || !msd_pending_.empty();
 }
 
 bool Connection::ack_due(const Path& space, TimePoint now) const noexcept {
@@ -194,6 +194,11 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
       w.max_data(max_data_advertised_);
       max_data_pending_ = false;
       sp.has_max_data = true;
+      eliciting = true;
+    }
+    if (data_blocked_pending_ && w.room() >= wire::kDataBlockedFrameSize) {
+      w.data_blocked(peer_max_data_);
+      data_blocked_pending_ = false;
       eliciting = true;
     }
     if (!msd_pending_.empty() && w.room() >= wire::kMaxStreamDataFrameSize) {
@@ -379,6 +384,14 @@ Connection::Path* Connection::pick_control_path(TimePoint now) noexcept {
 
 size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept {
   size_t n = 0;
+  // New data waits for the peer's credit (queued, or held back in the
+  // application by a send buffer full of it): say so once per limit, so
+  // that the peer can tell its window from its reader (on_peer_blocked).
+  if (sent_new_total_ + mss_payload_ > peer_max_data_ && blocked_reported_ != peer_max_data_ &&
+      (!new_queue_.empty() || send_buffered_ + mss_payload_ >= send_capacity_)) {
+    blocked_reported_ = peer_max_data_;
+    data_blocked_pending_ = true;
+  }
   for (const auto& pp : paths_) pp->held = false;
   while (n < out.size()) {
     if (closed_ && !close_pending_) break;
@@ -409,9 +422,11 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
     ++n;
   }
   if (!has_stream_data()) {
+    bool room = false;
     for (const auto& pp : paths_) {
       Path& path = *pp;
       if (path.state != PathState::kUp || !path.cwnd_ok) continue;
+      room = true;
       // Nothing to send below cwnd: rate samples until this data is acked are
       // app-limited (tcp_rate_check_app_limited).
       path.rate.on_app_limited(path.bytes_in_flight);
@@ -420,6 +435,16 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
         path.cc->on_idle(now);
       }
     }
+    // With everything written already sent, the send buffer full and credit
+    // left, the buffer, not the application or the peer (a stalled reader
+    // keeps this end at its configured buffer), is what limits the flight
+    // (loss recovery holds acked data above a hole; a hinted BDP may be
+    // short of the path's): it grows, and the application fills it on its
+    // next write.
+    if (room && new_queue_.empty() && send_capacity_ < send_max_ &&
+        send_buffered_ + mss_payload_ >= send_capacity_ &&
+        sent_new_total_ + mss_payload_ <= peer_max_data_)
+      grow_send_window();
   }
   return n;
 }

@@ -47,6 +47,7 @@ enum FrameType : uint8_t {
   kFrameStreamFin = 0x09,
   kFrameMaxData = 0x10,
   kFrameMaxStreamData = 0x11,
+  kFrameDataBlocked = 0x14,  ///< the sender has data the connection credit does not allow
   kFrameClose = 0x1c,
   kFrameFecSource = 0x20,  ///< this packet is a source symbol of a FEC block
   kFrameRepair = 0x21,     ///< a repair symbol of a FEC block
@@ -55,6 +56,7 @@ enum FrameType : uint8_t {
 inline constexpr size_t kStreamFrameOverhead = 1 + 8 + 8 + 2;
 inline constexpr size_t kMaxDataFrameSize = 1 + 8;
 inline constexpr size_t kMaxStreamDataFrameSize = 1 + 8 + 8;
+inline constexpr size_t kDataBlockedFrameSize = 1 + 8;
 inline constexpr size_t kCloseFrameSize = 1 + 2;
 inline constexpr uint32_t kMaxStreamFrameData = 0xffff;
 /// FEC_SOURCE: type | block u32 | index u8.
@@ -172,6 +174,11 @@ class FrameWriter {
     p_[pos_] = kFrameMaxData;
     put_u64(p_ + pos_ + 1, v);
     pos_ += kMaxDataFrameSize;
+  }
+  void data_blocked(uint64_t limit) {
+    p_[pos_] = kFrameDataBlocked;
+    put_u64(p_ + pos_ + 1, limit);
+    pos_ += kDataBlockedFrameSize;
   }
   void max_stream_data(uint64_t id, uint64_t v) {
     p_[pos_] = kFrameMaxStreamData;
@@ -333,6 +340,11 @@ bool parse_frames(const uint8_t* p, size_t len, bool elided, Visitor& v) {
         if (len - i < kMaxStreamDataFrameSize) return false;
         if (!v.on_max_stream_data(get_u64(p + i + 1), get_u64(p + i + 9))) return false;
         i += kMaxStreamDataFrameSize;
+        break;
+      case kFrameDataBlocked:
+        if (len - i < kDataBlockedFrameSize) return false;
+        if (!v.on_data_blocked(get_u64(p + i + 1))) return false;
+        i += kDataBlockedFrameSize;
         break;
       case kFrameClose:
         if (len - i < kCloseFrameSize) return false;

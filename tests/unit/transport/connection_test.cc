@@ -216,6 +216,7 @@ std::set<uint64_t> streams_in(const uint8_t* d, uint32_t len) {
     }
     bool on_max_data(uint64_t) { return true; }
     bool on_max_stream_data(uint64_t, uint64_t) { return true; }
+    bool on_data_blocked(uint64_t) { return true; }
     bool on_close(uint16_t) { return true; }
   } v{out, {}};
   using transport::wire::kHeaderSize;
@@ -243,6 +244,7 @@ TEST(Connection, TailLossIsRepairedByProbeNotRto) {
       }
       bool on_max_data(uint64_t) { return true; }
       bool on_max_stream_data(uint64_t, uint64_t) { return true; }
+      bool on_data_blocked(uint64_t) { return true; }
       bool on_close(uint16_t) { return true; }
     } v;
     static bool dropped = false;
@@ -277,6 +279,45 @@ TEST(Connection, NoSpuriousTimeoutsOnAStableLongRtt) {
   EXPECT_EQ(s.lost_packets, 0U);
   EXPECT_GE(s.srtt, Duration::from_ms(200));
   EXPECT_LE(s.srtt, Duration::from_ms(203));
+}
+
+// Windows sized from a hinted BDP that is short of
+// what the CC could keep in flight grow, by doubling, to window_growth ×
+// their size: the send buffer when everything written is in flight, the
+// receive window when the peer reports DATA_BLOCKED while the reader keeps
+// up. A connection with window_growth 1 keeps them and moves at a window
+// per round trip.
+TEST(Connection, WindowsGrowWhenTheyAndNotTheCcLimitTheFlight) {
+  auto transfer = [](double growth, transport::ConnStats* sa, transport::ConnStats* sb) {
+    TransportConfig c = test_config(8 << 20);
+    c.min_buffer = 64 << 10;  // windows 2 × 250 kB (100 Mbit/s × 20 ms)
+    c.window_growth = growth;
+    Pair p(c, Duration::from_ms(10));
+    Writer w{p.a, 0, 40'000'000};
+    Reader r{p.b};
+    p.on_step = [&] {
+      w.pump(p.clock.now());
+      r.pump(p.clock.now());
+    };
+    const TimePoint t0 = p.clock.now();
+    EXPECT_TRUE(p.run_until([&] { return r.fin[0]; }, Duration::from_s(60)));
+    EXPECT_EQ(r.got[0], 40'000'000U);
+    EXPECT_EQ(r.bad, 0U);
+    *sa = p.a.stats();
+    *sb = p.b.stats();
+    return p.clock.now() - t0;
+  };
+  transport::ConnStats fa, fb, ga, gb;
+  const Duration fixed = transfer(1.0, &fa, &fb);
+  const Duration grown = transfer(4.0, &ga, &gb);
+  EXPECT_EQ(fa.send_window_growths, 0U);
+  EXPECT_EQ(fb.recv_window_growths, 0U);
+  EXPECT_GE(ga.send_window_growths, 1U);
+  EXPECT_GE(gb.recv_window_growths, 1U);
+  EXPECT_LE(ga.send_buffer_capacity, 4 * fa.send_buffer_capacity);
+  EXPECT_LE(gb.recv_buffer_capacity, 4 * fb.recv_buffer_capacity);
+  // Twice the window per round trip or more: well under half the time.
+  EXPECT_LT(grown.seconds(), fixed.seconds() / 2);
 }
 
 TEST(Connection, SlowReceiverBoundsSenderMemory) {

@@ -8,19 +8,27 @@
 namespace rowan::transport {
 namespace {
 
-// A frame visitor that keeps the ACK it is given and refuses every other frame.
-struct AckCatcher {
-  wire::AckFrame scratch, got;
+// A frame visitor that fails the parse on every frame; tests derive from it
+// and accept the frames they look at.
+struct RejectAll {
+  wire::AckFrame scratch;
   bool on_ping() { return false; }
   wire::AckFrame& ack_scratch() { return scratch; }
+  bool on_ack(const wire::AckFrame&) { return false; }
+  bool on_stream(const wire::StreamFrame&) { return false; }
+  bool on_max_data(uint64_t) { return false; }
+  bool on_max_stream_data(uint64_t, uint64_t) { return false; }
+  bool on_data_blocked(uint64_t) { return false; }
+  bool on_close(uint16_t) { return false; }
+};
+
+// Accepts ACK frames only, keeping the last.
+struct AckCatcher : RejectAll {
+  wire::AckFrame got;
   bool on_ack(const wire::AckFrame& f) {
     got = f;
     return true;
   }
-  bool on_stream(const wire::StreamFrame&) { return false; }
-  bool on_max_data(uint64_t) { return false; }
-  bool on_max_stream_data(uint64_t, uint64_t) { return false; }
-  bool on_close(uint16_t) { return false; }
 };
 
 TEST(Wire, AckFrameRoundTrip) {
@@ -47,6 +55,23 @@ TEST(Wire, AckFrameRoundTrip) {
     EXPECT_EQ(v.got.ranges[i].hi, a.ranges[i].hi);
   }
   // Every truncation is rejected.
+  for (size_t n = 1; n < buf.size(); ++n) EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v));
+}
+
+TEST(Wire, DataBlockedFrameRoundTrip) {
+  std::vector<uint8_t> buf(wire::kDataBlockedFrameSize);
+  wire::FrameWriter w(buf.data(), buf.size());
+  w.data_blocked(0x0123456789abcdefULL);
+  ASSERT_EQ(w.size(), buf.size());
+  struct V : RejectAll {
+    uint64_t limit = 0;
+    bool on_data_blocked(uint64_t l) {
+      limit = l;
+      return true;
+    }
+  } v;
+  ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
+  EXPECT_EQ(v.limit, 0x0123456789abcdefULL);
   for (size_t n = 1; n < buf.size(); ++n) EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v));
 }
 
