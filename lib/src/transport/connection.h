@@ -459,6 +459,7 @@ class Connection {
   bool apply_stream(const wire::StreamFrame& f, TimePoint now) noexcept;
   void apply_ack(const wire::AckFrame& a, TimePoint now) noexcept;
   void on_packet_acked(SentPacket& p, TimePoint now);
+  static bool queue_full(const Path& path) noexcept;
   void on_packet_lost(Path& path, SentPacket& p);
   void record_received_pn(Path& space, uint64_t pn, bool ack_eliciting, TimePoint now);
   void on_fec_status(Path& space, fec::Status st, TimePoint now) noexcept;
