@@ -54,10 +54,10 @@ void operations(Input in) {
     }
     if (st == Status::kRecovered) {
       for (int i = 0; i < dec.recovered_count(); ++i) {
-        const auto r = dec.recovered(i);
-        if (r.index < 0 || r.index >= kMaxSources) std::abort();
-        if (symbol != 0 && r.payload.size() + kLengthPrefix > symbol) std::abort();
-        if (r.payload.size() > kMax) std::abort();
+        const auto rec = dec.recovered(i);
+        if (rec.index < 0 || rec.index >= kMaxSources) std::abort();
+        if (symbol != 0 && rec.payload.size() + kLengthPrefix > symbol) std::abort();
+        if (rec.payload.size() > kMax) std::abort();
       }
     }
     in.p += len;
