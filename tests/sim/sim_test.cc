@@ -137,11 +137,17 @@ TEST(Sim, RowanFillsTheLinkForHostTcpBehindGatewaysThatAddDelay) {
 // The CC issue: a configured rate or base RTT wrong by 50 % either way
 // costs the flagship no more than 5 % of goodput. The hints seed its start,
 // first RTT and flow-scaling capacity; the model takes over from there.
-TEST(Sim, RowanShrugsOffAHintWrongByHalf) {
+// The flagship on 200 Mbit/s × 20 ms with 1 ms jitter and `loss`.
+Scenario jittery(double loss) {
   Scenario s = base(std::string(cc::kDefaultAlgorithm));
   s.rate = BitsPerSec::from_mbps(200);
   s.jitter = Duration::from_ms(1);
-  s.loss = 0.001;
+  s.loss = loss;
+  return s;
+}
+
+TEST(Sim, RowanShrugsOffAHintWrongByHalf) {
+  const Scenario s = jittery(0.001);
   const Result right = run(s);
   for (const double f : {0.5, 1.5}) {
     Scenario sr = s;
@@ -159,10 +165,7 @@ TEST(Sim, RowanShrugsOffAHintWrongByHalf) {
 // so that neither a lossy path nor a wrong hint costs more than 5 % of what
 // windows that never limit give.
 TEST(Sim, RowandWindowsGrowToWhatTheLossyPathNeeds) {
-  Scenario s = base(std::string(cc::kDefaultAlgorithm));
-  s.rate = BitsPerSec::from_mbps(200);
-  s.jitter = Duration::from_ms(1);
-  s.loss = 0.01;
+  const Scenario s = jittery(0.01);
   const Result unlimited = run(s);
   for (const double f : {0.5, 1.0}) {
     Scenario w = s;

@@ -33,6 +33,8 @@ class ChunkPool {
   void release(uint32_t c) { free_.push_back(c); }
   uint8_t* data(uint32_t c) const {
     if (!backed_) return nullptr;
+    // Most pools never grow: their one segment needs no division.
+    if (c < seg_chunks_) return segs_[0].get() + static_cast<size_t>(c) * chunk_size_;
     return segs_[c / seg_chunks_].get() + static_cast<size_t>(c % seg_chunks_) * chunk_size_;
   }
   /// Adds chunks, a segment of the first count at a time, until the pool

@@ -21,6 +21,12 @@ uint32_t chunks_for(Bytes bytes, uint32_t cs) {
 
 Bytes scaled(Bytes b, double f) { return static_cast<Bytes>(static_cast<double>(b) * f); }
 
+// Chunks a pool needs for a window of `window` bytes: the window plus the
+// partly used chunks at both ends of each stream.
+uint32_t pool_chunks(Bytes window, const TransportConfig& c) {
+  return chunks_for(window, c.chunk_size) + 2 * c.max_streams;
+}
+
 // The configured BDP over all paths: their summed rate over the longest RTT
 // (data striped over paths of unequal delay arrives that much apart).
 Bytes configured_bdp(const TransportConfig& c) {
@@ -107,16 +113,14 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
       mss_payload_(config.max_datagram > wire::kOverhead + 64
                        ? config.max_datagram - static_cast<uint32_t>(wire::kOverhead)
                        : 64),
-      send_pool_(config.chunk_size,
-                 chunks_for(std::max(scaled(bdp_, config.send_buffer_bdp), config.min_buffer),
-                            config.chunk_size) +
-                     2 * config.max_streams,
-                 !config.elide_payload),
-      recv_pool_(config.chunk_size,
-                 chunks_for(std::max(scaled(bdp_, config.recv_window_bdp), config.min_buffer),
-                            config.chunk_size) +
-                     2 * config.max_streams,
-                 !config.elide_payload) {
+      send_pool_(
+          config.chunk_size,
+          pool_chunks(std::max(scaled(bdp_, config.send_buffer_bdp), config.min_buffer), config),
+          !config.elide_payload),
+      recv_pool_(
+          config.chunk_size,
+          pool_chunks(std::max(scaled(bdp_, config.recv_window_bdp), config.min_buffer), config),
+          !config.elide_payload) {
   if (cfg_.max_datagram < wire::kOverhead + 64) cfg_.max_datagram = wire::kOverhead + 64;
   if (cfg_.ack_every == 0) cfg_.ack_every = 1;
   if (cfg_.packet_threshold == 0) cfg_.packet_threshold = 1;
@@ -127,8 +131,7 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
   const double growth = std::max(cfg_.window_growth, 1.0);
   send_max_ = scaled(send_capacity_, growth);
   recv_max_ = scaled(recv_window_, growth);
-  stream_window_ =
-      std::max<Bytes>(scaled(recv_window_, cfg_.stream_window_fraction), cfg_.chunk_size);
+  stream_window_ = stream_window_for(recv_window_);
   // Both ends are configured alike, so each starts with the other's window
   // as credit (a handshake that exchanges them comes with encryption).
   peer_max_data_ = recv_window_;
@@ -253,17 +256,20 @@ void Connection::replace_cc(const std::string& algorithm, const cc::CcParams& pa
   cfg_.cc_params = params;
 }
 
+Bytes Connection::stream_window_for(Bytes conn_window) const noexcept {
+  return std::max<Bytes>(scaled(conn_window, cfg_.stream_window_fraction), cfg_.chunk_size);
+}
+
 void Connection::grow_send_window() noexcept {
   send_capacity_ = std::min(send_capacity_ * 2, send_max_);
-  send_pool_.grow_to(chunks_for(send_capacity_, cfg_.chunk_size) + 2 * cfg_.max_streams);
+  send_pool_.grow_to(pool_chunks(send_capacity_, cfg_));
   ++stats_.send_window_growths;
 }
 
 void Connection::grow_recv_window() noexcept {
   recv_window_ = std::min(recv_window_ * 2, recv_max_);
-  stream_window_ =
-      std::max<Bytes>(scaled(recv_window_, cfg_.stream_window_fraction), cfg_.chunk_size);
-  recv_pool_.grow_to(chunks_for(recv_window_, cfg_.chunk_size) + 2 * cfg_.max_streams);
+  stream_window_ = stream_window_for(recv_window_);
+  recv_pool_.grow_to(pool_chunks(recv_window_, cfg_));
   ++stats_.recv_window_growths;
 }
 

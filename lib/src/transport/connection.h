@@ -481,6 +481,7 @@ class Connection {
   void queue_retx(Stream& s);
 
   // Window growth (TransportConfig::window_growth).
+  Bytes stream_window_for(Bytes conn_window) const noexcept;
   void grow_send_window() noexcept;
   void grow_recv_window() noexcept;
   void on_peer_blocked(uint64_t limit) noexcept;
