@@ -20,6 +20,7 @@
 #include "cc_params.h"
 #include "codec/roce.h"
 #include "net_addr.h"
+#include "vlan.h"
 
 namespace rowan::gw {
 
@@ -55,6 +56,13 @@ struct LocalConfig {
   std::string private_key_file;
   /// Plaintext WAN links (no encryption, no peer authentication); logged loudly.
   bool insecure = false;
+  /// The 802.1Q tag of packets from the WAN toward the site's hosts
+  /// (vlan.h; a [[route]]'s own `vlan` wins for packets from its prefix).
+  VlanPolicy vlan;
+  /// Split mode: the DSCP (0..63) and PCP (0..7; on a tagged QP) of the CNPs
+  /// the gateway sends its site's hosts (mlx5's cnp_dscp and cnp_802p_prio).
+  uint8_t cnp_dscp = 48;
+  uint8_t cnp_pcp = 6;
   bool operator==(const LocalConfig&) const = default;
 };
 
@@ -114,6 +122,8 @@ struct RouteConfig {
   Prefix prefix;
   std::string peer;
   RouteMode mode = RouteMode::kPassthrough;
+  /// The tag of packets from this prefix toward the site (none: [local] vlan).
+  std::optional<VlanPolicy> vlan;
 };
 
 struct CcConfig {

@@ -172,6 +172,38 @@ void read_eal(TableReader& root, EalConfig& eal, Errors& errors) {
   r.finish();
 }
 
+namespace {
+
+// `vlan`: "sender" (as the sender's frame was tagged), "untagged", or a VID
+// 1..4094 (vlan.h VlanPolicy). Returns whether the key was there and valid.
+bool read_vlan(TableReader& r, VlanPolicy& out) {
+  const toml::node* n = r.get("vlan");
+  if (n == nullptr) return false;
+  if (n->is_integer()) {
+    const int64_t v = n->as_integer()->get();
+    if (v < 1 || v > 4094) {
+      r.error(n, "vlan", fmt::format("{} is not a VLAN ID (1..4094)", v));
+      return false;
+    }
+    out = {VlanPolicy::Mode::kVid, static_cast<uint16_t>(v)};
+    return true;
+  }
+  if (n->is_string() && n->as_string()->get() == "sender") {
+    out = {VlanPolicy::Mode::kSender, 0};
+    return true;
+  }
+  if (n->is_string() && n->as_string()->get() == "untagged") {
+    out = {VlanPolicy::Mode::kUntagged, 0};
+    return true;
+  }
+  r.error(n, "vlan",
+          fmt::format("{} is not a VLAN ID (1..4094), \"sender\" or \"untagged\"",
+                      n->is_string() ? quote_text(n->as_string()->get()) : type_name(*n)));
+  return false;
+}
+
+}  // namespace
+
 void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   const toml::table* t = root.table("local");
   if (t == nullptr) {
@@ -253,6 +285,9 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   ring("rx_ring", local.rx_ring);
   ring("tx_ring", local.tx_ring);
   r.duration("wake_coalesce", local.wake_coalesce, Duration::zero(), Duration::from_ms(10));
+  read_vlan(r, local.vlan);
+  r.integer("cnp_dscp", local.cnp_dscp, 0, 63);
+  r.integer("cnp_pcp", local.cnp_pcp, 0, 7);
   r.boolean("insecure", local.insecure);
   r.str("private_key_file", local.private_key_file);
   if (!local.insecure && local.private_key_file.empty()) {
@@ -550,6 +585,8 @@ void read_routes(TableReader& root, std::vector<RouteConfig>& routes,
         r.error(n, "mode", fmt::format("{} is not \"passthrough\" or \"split\"", quote_text(*s)));
       }
     }
+    VlanPolicy vlan;
+    if (read_vlan(r, vlan)) route.vlan = vlan;
     r.finish();
     routes.push_back(std::move(route));
     route_pos.push_back(rp);

@@ -83,6 +83,7 @@ Flow* FlowTable::find_or_add(const FlowKey& key, TimePoint now, bool* created) n
   f.packets = f.bytes = f.ce_marked = f.dropped = f.window_bytes = f.last_window_bytes = 0;
   f.tail.clear();
   f.split_ingress = f.split_egress = 0;
+  f.tag = {};
   ++size_;
   *created = true;
   return &f;

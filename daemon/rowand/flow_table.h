@@ -14,6 +14,7 @@
 
 #include "base/units.h"
 #include "codec/roce.h"
+#include "vlan.h"
 
 namespace rowan::gw {
 
@@ -47,6 +48,7 @@ struct Flow {
   uint64_t window_bytes = 0;       ///< bytes written in the current backlog window
   uint64_t last_window_bytes = 0;  ///< bytes written in the previous window
   uint32_t offered_epoch = 0;      ///< last backlog window a packet of this flow arrived in
+  VlanTag tag;  ///< the 802.1Q tag of its host's last frame (vlan.h; carried with its records)
   /// Split mode (split_engine.h): the slot + 1 of the split state this flow
   /// holds (0: none), where its local host is the requester (ingress) and
   /// where it is the responder (egress; this flow carries its answers). A

@@ -31,7 +31,7 @@ const char* const kDropNames[] = {
     "runt_frame", "not_for_us",    "unsupported_l2", "malformed_ip",   "malformed_arp",
     "to_gateway", "no_route",      "oversize",       "malformed_roce", "flow_table_full",
     "backlog",    "peer_down",     "bad_record",     "not_local",      "neighbor_pending",
-    "no_mbuf",    "local_tx_full", "worker_busy",
+    "no_mbuf",    "local_tx_full", "worker_busy",    "vlan_stacked",   "vlan_truncated",
 };
 static_assert(std::size(kDropNames) == static_cast<size_t>(Drop::kCount));
 
@@ -55,7 +55,11 @@ class GatewaySplitIo final : public SplitIo {
   bool carry(Flow& f, const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
     if (!f.tail.empty()) return false;
     PeerState& peer = *g_.peers_[f.peer];
-    if (!g_.write_record(peer, f, ip, len, now)) return false;
+    // Split's control records (first byte 0xF0) go untagged; a host's
+    // packets with the tag of its frames.
+    const bool packet = len > 0 && ((ip[0] >> 4) == 4 || (ip[0] >> 4) == 6);
+    const VlanTag tag = packet ? f.tag : VlanTag{};
+    if (!g_.write_record(peer, f, ip, len, now, tag)) return false;
     ++f.packets;
     f.bytes += len;
     ++peer.carried_packets;
@@ -63,7 +67,8 @@ class GatewaySplitIo final : public SplitIo {
     return true;
   }
   bool has_room(const Flow& f, uint32_t len) const noexcept override {
-    return f.tail.empty() && g_.peers_[f.peer]->conn->send_buffer_free() >= len + 2U;
+    return f.tail.empty() &&
+           g_.peers_[f.peer]->conn->send_buffer_free() >= len + 2U + kTaggedRecordHeader;
   }
   bool over_share(const Flow& f) const noexcept override {
     // The same share as CE marking (maybe_mark_ce).
@@ -76,8 +81,9 @@ class GatewaySplitIo final : public SplitIo {
     const transport::Connection& c = *g_.peers_[peer]->conn;
     return 2 * bytes <= c.send_buffer_capacity() && c.send_buffer_free() < bytes;
   }
-  void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
-    g_.deliver(ip, len, now);
+  void send_local(const uint8_t* ip, uint32_t len, TimePoint now, const VlanTag& tag,
+                  bool from_wan) noexcept override {
+    g_.deliver(ip, len, now, tag, from_wan);
   }
   bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
     FlowKey key;
@@ -210,6 +216,7 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
   split_io_ = std::make_unique<GatewaySplitIo>(*this);
   split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
   split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
+  split_->set_cnp_class(cfg.local.cnp_dscp, cfg.local.cnp_pcp);
   reload(cfg);
   flow_views_.reserve(kListedFlows);
   flow_views_next_.reserve(kListedFlows);
@@ -367,7 +374,7 @@ std::string Gateway::reload(const GatewayConfig& cfg) {
       if (peers_[i]->cfg.name == r.peer) idx = i;
     }
     if (idx == UINT32_MAX) continue;  // a peer added by reload needs a restart
-    routes.push_back({r.prefix, idx, r.mode});
+    routes.push_back({r.prefix, idx, r.mode, r.vlan});
   }
   // Longest prefix first, so the first match wins.
   std::stable_sort(routes.begin(), routes.end(),
@@ -523,7 +530,23 @@ void Gateway::local_rx(TimePoint now) noexcept {
         continue;
       }
       auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
-      const uint32_t len = rte_pktmbuf_data_len(m);
+      uint32_t len = rte_pktmbuf_data_len(m);
+      L2Header l2;
+      const L2Verdict v = parse_l2(eth, len, l2);
+      if (v != L2Verdict::kOk) {
+        drop(v == L2Verdict::kStacked ? Drop::kVlanStacked : Drop::kVlanTruncated, m);
+        continue;
+      }
+      rx_tag_ = l2.tag;
+      if (l2.tag.present) {
+        // Strip the tag (the MACs move up over it): the frame is handled as
+        // an untagged one, and what goes back to this host is tagged again.
+        std::memmove(eth + kVlanTagBytes, eth, 12);
+        rte_pktmbuf_adj(m, kVlanTagBytes);
+        eth += kVlanTagBytes;
+        len -= kVlanTagBytes;
+        ++ctr_.vlan_rx;
+      }
       const bool to_us = std::memcmp(eth, mac_.data(), 6) == 0;
       const bool group = (eth[0] & 1) != 0;
       const uint16_t type = load_be16(eth + 12);
@@ -542,6 +565,7 @@ void Gateway::local_rx(TimePoint now) noexcept {
     }
     if (n < kBurst) break;
   }
+  rx_tag_ = {};
 }
 
 bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
@@ -627,6 +651,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
   }
   PeerState& peer = *peers_[f->peer];
   f->last_seen = now;
+  f->tag = rx_tag_;
   if (key.kind == FlowKind::kRoce &&
       split_->on_local(*f, r->mode == RouteMode::kSplit, ip, iplen, now)) {
     rte_pktmbuf_free(m);
@@ -641,7 +666,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     return;
   }
   if (key.kind == FlowKind::kRoce) maybe_mark_ce(peer, *f, ip, iplen);
-  if (write_record(peer, *f, ip, iplen, now)) {
+  if (write_record(peer, *f, ip, iplen, now, rx_tag_)) {
     ++f->packets;
     f->bytes += iplen;
     ++peer.carried_packets;
@@ -655,12 +680,14 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
 }
 
 bool Gateway::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len,
-                           TimePoint now) noexcept {
+                           TimePoint now, const VlanTag& tag) noexcept {
   transport::Connection& c = *peer.conn;
-  const size_t rec = len + 2U;
-  if (c.send_buffer_free() < rec) return false;
-  store_be16(scratch_.data(), static_cast<uint16_t>(len));
-  std::memcpy(scratch_.data() + 2, ip, len);
+  const uint32_t hdr = tag.present ? kTaggedRecordHeader : 0;
+  const size_t rec = len + hdr + 2U;
+  if (c.send_buffer_free() < rec || len + hdr > kMaxRecord) return false;
+  store_be16(scratch_.data(), static_cast<uint16_t>(len + hdr));
+  if (tag.present) put_tagged_header(scratch_.data() + 2, tag);
+  std::memcpy(scratch_.data() + 2 + hdr, ip, len);
   const size_t n = c.write(flow.stream, scratch_.data(), rec, false, now);
   flow.window_bytes += rec;
   window_total_ += rec;
@@ -777,24 +804,39 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
     if (c.readable(id) < rs.need) break;
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
     // The record goes straight from the stream into the frame toward the
-    // host (one copy); only a record too large for an mbuf, or no mbuf,
-    // takes the scratch buffer and deliver()'s checks and drop reasons.
+    // host (one copy; a tagged record's header is read apart, vlan.h);
+    // only a record too large for an mbuf, or no mbuf, takes the scratch
+    // buffer and deliver()'s checks and drop reasons.
+    uint8_t head[kTaggedRecordHeader];
+    uint32_t body = rs.need;  // the packet's bytes
+    uint32_t held = 0;        // ... of which already read into `head`
+    VlanTag tag;
+    if (rs.need > kTaggedRecordHeader) {
+      c.read(id, head, kTaggedRecordHeader, nullptr, now);
+      if (read_tagged_header(head, rs.need, &tag)) {
+        body -= kTaggedRecordHeader;
+      } else {
+        held = kTaggedRecordHeader;
+      }
+    }
     rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
     uint8_t* eth = m == nullptr ? nullptr
                                 : reinterpret_cast<uint8_t*>(rte_pktmbuf_append(
-                                      m, static_cast<uint16_t>(kEthLen + rs.need)));
-    if (eth != nullptr && kEthLen + rs.need <= UINT16_MAX) {
-      c.read(id, eth + kEthLen, rs.need, nullptr, now);
-      if (split_->on_wan(&peer, id, eth + kEthLen, rs.need, now)) {
+                                      m, static_cast<uint16_t>(kEthLen + body)));
+    if (eth != nullptr && kEthLen + body <= UINT16_MAX) {
+      std::memcpy(eth + kEthLen, head, held);
+      c.read(id, eth + kEthLen + held, body - held, nullptr, now);
+      if (split_->on_wan(&peer, id, eth + kEthLen, body, now, tag)) {
         rte_pktmbuf_free(m);
       } else {
-        deliver_frame(m, eth, rs.need, now);
+        deliver_frame(m, eth, body, now, tag);
       }
     } else {
       if (m != nullptr) rte_pktmbuf_free(m);
-      c.read(id, scratch_.data(), rs.need, nullptr, now);
-      if (!split_->on_wan(&peer, id, scratch_.data(), rs.need, now)) {
-        deliver(scratch_.data(), rs.need, now);
+      std::memcpy(scratch_.data(), head, held);
+      c.read(id, scratch_.data() + held, body - held, nullptr, now);
+      if (!split_->on_wan(&peer, id, scratch_.data(), body, now, tag)) {
+        deliver(scratch_.data(), body, now, tag);
       }
     }
     ++rs.packets;
@@ -820,7 +862,34 @@ bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
   return true;
 }
 
-void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+VlanTag Gateway::site_tag_for(const uint8_t* ip, const VlanTag& sender) const noexcept {
+  const Route* r = lookup(ip_src(ip));
+  const VlanPolicy& policy = r != nullptr && r->vlan ? *r->vlan : cfg_.local.vlan;
+  return site_tag(sender, policy, ip_dscp(ip));
+}
+
+bool Gateway::push_tag(rte_mbuf* m, const VlanTag& tag) noexcept {
+  auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, kVlanTagBytes));
+  if (eth == nullptr) return false;
+  std::memmove(eth, eth + kVlanTagBytes, 12);
+  store_be16(eth + 12, kTpidVlan);
+  store_be16(eth + 14, tag.tci);
+  return true;
+}
+
+void Gateway::reply_local(rte_mbuf* m) noexcept {
+  if (rx_tag_.present) {
+    if (!push_tag(m, rx_tag_)) {
+      drop(Drop::kNoMbuf, m);
+      return;
+    }
+    ++ctr_.vlan_tx;
+  }
+  enqueue_local(m);
+}
+
+void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now, const VlanTag& tag,
+                      bool from_wan) noexcept {
   if (!deliverable(ip, len)) return;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
@@ -834,23 +903,32 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept {
     return;
   }
   std::memcpy(eth + kEthLen, ip, len);
-  send_to_host(m, eth, len, now);
+  send_to_host(m, eth, len, now, from_wan ? site_tag_for(ip, tag) : tag);
 }
 
-void Gateway::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+void Gateway::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
+                            const VlanTag& sender) noexcept {
   if (!deliverable(eth + kEthLen, len)) {
     rte_pktmbuf_free(m);
     return;
   }
-  send_to_host(m, eth, len, now);
+  send_to_host(m, eth, len, now, site_tag_for(eth + kEthLen, sender));
 }
 
-void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
+                           const VlanTag& tag) noexcept {
   (void)len;
   const uint8_t* ip = eth + kEthLen;
   const roce::IpAddr dst = ip_dst(ip);
   std::memcpy(eth + 6, mac_.data(), 6);
   store_be16(eth + 12, (ip[0] >> 4) == 4 ? kEthIpv4 : kEthIpv6);
+  if (tag.present) {
+    if (!push_tag(m, tag)) {
+      drop(Drop::kNoMbuf, m);
+      return;
+    }
+    ++ctr_.vlan_tx;
+  }
   NeighborTable::Entry* e = neigh_.find_or_add(dst);
   if (e != nullptr && e->resolved) {
     std::memcpy(eth, e->mac.data(), 6);
@@ -865,10 +943,12 @@ void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint no
   if (e != nullptr &&
       (e->last_request.is_zero() || now - e->last_request > Duration::from_ms(100))) {
     e->last_request = now;
+    // On the host's VLAN (the tag's VID) at priority 0.
+    const VlanTag ask = tag.present ? VlanTag::make(0, tag.vid()) : VlanTag{};
     if (dst.version == 6) {
-      send_neighbor_solicitation(dst);
+      send_neighbor_solicitation(dst, ask);
     } else {
-      send_arp_request(dst, now);
+      send_arp_request(dst, now, ask);
     }
   }
 }

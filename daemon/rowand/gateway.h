@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,7 @@
 #include "split_engine.h"
 #include "transport/connection.h"
 #include "transport/driver.h"
+#include "vlan.h"
 #include "wan_link_mux.h"
 
 namespace rowan::gw {
@@ -62,7 +64,7 @@ using Mac = std::array<uint8_t, 6>;
 enum class Drop : uint8_t {
   kRuntFrame,      ///< shorter than an Ethernet header
   kNotForUs,       ///< unicast to another MAC
-  kUnsupportedL2,  ///< VLAN-tagged or an unknown ethertype
+  kUnsupportedL2,  ///< an unknown ethertype (or a group address not served)
   kMalformedIp,    ///< bad version, header or lengths
   kMalformedArp,
   kToGateway,      ///< addressed to the gateway itself (not served)
@@ -78,6 +80,8 @@ enum class Drop : uint8_t {
   kNoMbuf,
   kLocalTxFull,
   kWorkerBusy,  ///< the distributor found this worker's RX ring full (distributor.h)
+  kVlanStacked,    ///< two 802.1Q tags, or an 802.1ad (QinQ) service tag (vlan.h)
+  kVlanTruncated,  ///< an 802.1Q tag cut short
   kCount
 };
 extern const char* const kDropNames[];
@@ -184,6 +188,8 @@ struct GatewayCounters {
   uint64_t flows_created = 0;
   uint64_t flows_expired = 0;
   uint64_t ce_marked = 0;
+  uint64_t vlan_rx = 0;  ///< 802.1Q-tagged frames taken from the site port
+  uint64_t vlan_tx = 0;  ///< tagged frames sent to the site (delivered packets, replies)
   uint64_t loops = 0;
   uint64_t idle_sleeps = 0;
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
@@ -258,14 +264,17 @@ class Gateway {
     Prefix prefix;
     uint32_t peer;
     RouteMode mode;
+    std::optional<VlanPolicy> vlan;  ///< toward the site, for packets from the prefix
   };
   void local_rx(TimePoint now) noexcept;
   void handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
   void handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
   bool classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept;
   const Route* lookup(const roce::IpAddr& dst) const noexcept;
-  bool write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len,
-                    TimePoint now) noexcept;
+  /// Writes the IP packet as a record on the flow's stream; a tagged
+  /// `tag` makes it a tagged record (vlan.h).
+  bool write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len, TimePoint now,
+                    const VlanTag& tag) noexcept;
   void flush_tails(TimePoint now) noexcept;
   void maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept;
   bool within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept;
@@ -274,14 +283,28 @@ class Gateway {
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
   void resume_parked(TimePoint now) noexcept;
-  void deliver(const uint8_t* ip, uint32_t len, TimePoint now) noexcept;
+  /// Sends an IP packet to its site host. `tag`: the sender's tag across
+  /// the WAN (`from_wan`: this site's policy chooses the tag, site_tag())
+  /// or the tag to use as it is (the gateway's own answers to a local host).
+  void deliver(const uint8_t* ip, uint32_t len, TimePoint now, const VlanTag& tag = {},
+               bool from_wan = true) noexcept;
   /// The same for a record already read into `m` (at eth + 14; one copy).
-  void deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
+  void deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
+                     const VlanTag& sender) noexcept;
+  /// The tag toward the site of a packet from the WAN (vlan.h).
+  VlanTag site_tag_for(const uint8_t* ip, const VlanTag& sender) const noexcept;
+  /// Inserts `tag` after the MACs of the frame in `m` (headroom); false when
+  /// there is no room (the caller drops it).
+  static bool push_tag(rte_mbuf* m, const VlanTag& tag) noexcept;
   bool deliverable(const uint8_t* ip, uint32_t len) noexcept;  ///< or drops and counts
-  void send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
-  void send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept;
+  void send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
+                    const VlanTag& tag) noexcept;
+  /// Asks for a host on the VLAN of `tag` (its VID, priority 0; none: untagged).
+  void send_arp_request(const roce::IpAddr& ip, TimePoint now, const VlanTag& tag) noexcept;
   void handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept;
-  void send_neighbor_solicitation(const roce::IpAddr& ip) noexcept;
+  void send_neighbor_solicitation(const roce::IpAddr& ip, const VlanTag& tag) noexcept;
+  /// A reply to a site frame: tagged as the frame being handled was (rx_tag_).
+  void reply_local(rte_mbuf* m) noexcept;
   void learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept;
   void enqueue_local(rte_mbuf* m) noexcept;
   void flush_local() noexcept;
@@ -320,6 +343,7 @@ class Gateway {
   uint64_t incarnation_ = 0;
   FlowTable flows_;
   NeighborTable neigh_;
+  VlanTag rx_tag_;  ///< the 802.1Q tag of the site frame being handled (local_rx)
   GatewayCounters ctr_;
 
   static constexpr uint16_t kBurst = 32;

@@ -34,6 +34,8 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
   m.local_tx_bytes = ctr_.local_tx_bytes;
   m.arp_requests = ctr_.arp_requests;
   m.arp_replies = ctr_.arp_replies;
+  m.vlan_rx = ctr_.vlan_rx;
+  m.vlan_tx = ctr_.vlan_tx;
   m.flows_active = flows_.size();
   m.flows_created = ctr_.flows_created;
   m.flows_expired = ctr_.flows_expired;

@@ -91,7 +91,7 @@ void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now)
   if (msg->op == arp::kOpRequest && for_us && worker_.answers_neighbors) {
     arp::make_reply(eth, mac_, cfg_.local.address);
     ++ctr_.arp_replies;
-    enqueue_local(m);
+    reply_local(m);
     return;
   }
   rte_pktmbuf_free(m);
@@ -163,10 +163,10 @@ void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now
   const uint32_t frame = kEthLen + 40 + 32;
   rte_pktmbuf_trim(m, static_cast<uint16_t>(rte_pktmbuf_pkt_len(m) - frame));
   ++ctr_.arp_replies;
-  enqueue_local(m);
+  reply_local(m);
 }
 
-void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip) noexcept {
+void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip, const VlanTag& tag) noexcept {
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
     drop(Drop::kNoMbuf);
@@ -195,10 +195,15 @@ void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip) noexcept {
   std::memcpy(icmp + 26, mac_.data(), 6);
   store_be16(icmp + 2, icmp6_checksum(v6));
   ++ctr_.arp_requests;
+  if (tag.present && !push_tag(m, tag)) {
+    drop(Drop::kNoMbuf, m);
+    return;
+  }
   enqueue_local(m);
 }
 
-void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {
+void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now,
+                               const VlanTag& tag) noexcept {
   (void)now;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
@@ -212,6 +217,10 @@ void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now) noexcept {
   }
   arp::write_request(eth, mac_, cfg_.local.address, ip);
   ++ctr_.arp_requests;
+  if (tag.present && !push_tag(m, tag)) {
+    drop(Drop::kNoMbuf, m);
+    return;
+  }
   enqueue_local(m);
 }
 

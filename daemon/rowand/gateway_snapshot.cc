@@ -323,6 +323,8 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
            {"ce_marked", ctr_.ce_marked},
            {"arp_replies", ctr_.arp_replies},
            {"arp_requests", ctr_.arp_requests},
+           {"vlan_rx", ctr_.vlan_rx},
+           {"vlan_tx", ctr_.vlan_tx},
            {"drops", drops},
            {"flow_drops", flow_drops},
            {"split", split_->snapshot()},

@@ -192,6 +192,8 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
   local_tx_bytes += o.local_tx_bytes;
   arp_requests += o.arp_requests;
   arp_replies += o.arp_replies;
+  vlan_rx += o.vlan_rx;
+  vlan_tx += o.vlan_tx;
   flows_active += o.flows_active;
   flows_created += o.flows_created;
   flows_expired += o.flows_expired;
@@ -387,6 +389,11 @@ class Collector final : public prometheus::Collectable {
               static_cast<double>(m.arp_requests));
     f.counter("rowan_arp_replies_total", "ARP replies the gateway sent.", {},
               static_cast<double>(m.arp_replies));
+    f.counter("rowan_local_vlan_receive_packets_total",
+              "802.1Q-tagged frames taken from the local port (one tag; PCP kept).", {},
+              static_cast<double>(m.vlan_rx));
+    f.counter("rowan_local_vlan_transmit_packets_total",
+              "802.1Q-tagged frames sent to local hosts.", {}, static_cast<double>(m.vlan_tx));
     f.gauge("rowan_flows_active", "Flows in the flow table.", {},
             static_cast<double>(m.flows_active));
     f.counter("rowan_flows_created_total", "Flows created.", {},

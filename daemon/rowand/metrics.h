@@ -141,6 +141,7 @@ struct DataPathMetrics {
   uint64_t loop_iterations = 0;  ///< packet-loop passes (the heartbeat)
   uint64_t local_rx_packets = 0, local_rx_bytes = 0, local_tx_packets = 0, local_tx_bytes = 0;
   uint64_t arp_requests = 0, arp_replies = 0;
+  uint64_t vlan_rx = 0, vlan_tx = 0;  ///< 802.1Q-tagged frames from / to the site port
   uint64_t flows_active = 0, flows_created = 0, flows_expired = 0, neighbors = 0;
   std::vector<uint64_t> drops;  ///< by gateway drop reason (index: Drop)
   std::vector<PeerMetrics> peers;

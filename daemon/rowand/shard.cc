@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "packet_util.h"
+#include "vlan.h"
 
 namespace rowan::gw {
 namespace {
@@ -75,10 +76,13 @@ uint32_t shard_of(const uint8_t* frame, uint32_t len, uint32_t workers,
                   const std::vector<ShardRoute>& routes) noexcept {
   if (workers <= 1) return 0;
   if (len < kEthLen) return 0;
-  const uint16_t type = load_be16(frame + 12);
+  // A tagged frame as the same frame untagged (the gateway strips the tag).
+  L2Header l2;
+  if (parse_l2(frame, len, l2) != L2Verdict::kOk) return 0;
+  const uint16_t type = l2.type;
   if (type == kEthArp) return kAllWorkers;
-  const uint8_t* ip = frame + kEthLen;
-  const uint32_t iplen = len - kEthLen;
+  const uint8_t* ip = frame + l2.l3_off;
+  const uint32_t iplen = len - l2.l3_off;
   if (type == kEthIpv6 && iplen >= 41 && ip[6] == 58 && (ip[40] == 135 || ip[40] == 136)) {
     return kAllWorkers;  // neighbour discovery
   }

@@ -17,8 +17,10 @@
 //   carry the responder's own source port) in one worker on both gateways.
 // - Fragments and other protocols: the addresses and the protocol, as the
 //   flow table keys them (flow_table.h).
-// - Anything else (runts, VLAN tags, unknown ethertypes, bad IP): worker 0,
-//   which drops it under its reason.
+// - A frame with one 802.1Q tag goes where the same frame untagged goes
+//   (a QP's frames stay on one worker whatever their tag).
+// - Anything else (runts, two tags or a cut tag, unknown ethertypes, bad
+//   IP): worker 0, which drops it under its reason.
 //
 // Threading: any thread; no state.
 #pragma once

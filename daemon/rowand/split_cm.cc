@@ -50,7 +50,7 @@ bool SplitEngine::on_cm(const roce::RocePacket& p, bool from_local, bool split_r
   if (roce::parse_ip({big_.data(), p.len}, q) != roce::ParseError::kOk) return false;
   const uint32_t icrc = roce::compute_icrc(q);
   for (uint32_t i = 0; i < 4; ++i) big_[q.icrc_off + i] = static_cast<uint8_t>(icrc >> (8 * i));
-  io_.send_local(big_.data(), p.len, now);
+  io_.send_local(big_.data(), p.len, now, wan_tag_, true);
   ++stats_.cm_mtu_rewritten;
   return true;
 }
@@ -103,6 +103,7 @@ bool SplitEngine::hold_dreq(const roce::RocePacket& p, const uint8_t* ip, uint32
   slot->since = now;
   slot->len = len;
   std::memcpy(slot->bytes.data(), ip, len);
+  slot->tag = wan_tag_;
   ++held_n_;
   ++stats_.dreqs_held;
   return true;
@@ -122,7 +123,7 @@ void SplitEngine::release_held(TimePoint now) noexcept {
     roce::RocePacket q;
     if (roce::parse_ip({h.bytes.data(), h.len}, q) != roce::ParseError::kOk) continue;
     on_cm(q, false, false, now);  // releases the connection's flows
-    io_.send_local(h.bytes.data(), h.len, now);
+    io_.send_local(h.bytes.data(), h.len, now, h.tag, true);
   }
 }
 

@@ -66,6 +66,7 @@ bool SplitEngine::egress_request(SplitFlow& sf, const roce::RocePacket& p, const
                                  uint32_t len, TimePoint now) noexcept {
   sf.last_active = now;
   sf.dscp_tos = p.tos & 0xFC;
+  sf.out.wan_tag = wan_tag_;  // re-originated (and resent) in its sender's class
   split::Requester& rq = *sf.out.requester;
   if (sf.dead) {
     fail_remote_requester(sf, p.bth.psn, now);
@@ -196,19 +197,19 @@ void SplitEngine::send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool 
   roce::RocePacket p;
   if (roce::parse_ip(pkt, p) != roce::ParseError::kOk ||
       split::request_kind(p.bth.opcode) != split::ReqKind::kData) {
-    io_.send_local(pkt.data(), len, now);
+    io_.send_local(pkt.data(), len, now, sf.out.wan_tag, true);
     return;
   }
   const uint32_t half = std::max<uint32_t>(sf.out.requester->max_inflight() / 2, 1);
   if (p.bth.ack_req || (++sf.out.unasked < half && !window_full)) {
     if (p.bth.ack_req) sf.out.unasked = 0;
-    io_.send_local(pkt.data(), len, now);
+    io_.send_local(pkt.data(), len, now, sf.out.wan_tag, true);
     return;
   }
   // IPv6 UDP checksums cover the BTH; rxe sends them as zero over IPv4 only.
   const bool v6_csum = p.src.version == 6 && (p.data[p.l4_off + 6] | p.data[p.l4_off + 7]) != 0;
   if (len > big_.size() || v6_csum) {
-    io_.send_local(pkt.data(), len, now);
+    io_.send_local(pkt.data(), len, now, sf.out.wan_tag, true);
     return;
   }
   std::memcpy(big_.data(), pkt.data(), len);
@@ -216,12 +217,12 @@ void SplitEngine::send_egress(SplitFlow& sf, std::span<const uint8_t> pkt, bool 
   if (p.src.version == 4) big_[p.l4_off + 6] = big_[p.l4_off + 7] = 0;  // no UDP checksum
   roce::RocePacket q;
   if (roce::parse_ip({big_.data(), len}, q) != roce::ParseError::kOk) {
-    io_.send_local(pkt.data(), len, now);
+    io_.send_local(pkt.data(), len, now, sf.out.wan_tag, true);
     return;
   }
   const uint32_t icrc = roce::compute_icrc(q);
   for (uint32_t i = 0; i < 4; ++i) big_[q.icrc_off + i] = static_cast<uint8_t>(icrc >> (8 * i));
-  io_.send_local(big_.data(), len, now);
+  io_.send_local(big_.data(), len, now, sf.out.wan_tag, true);
   sf.out.unasked = 0;
   ++stats_.acks_requested;
 }
@@ -302,7 +303,7 @@ bool SplitEngine::egress_translated(SplitFlow& sf, const roce::RocePacket& p,
     // (sent as is, like an untranslated duplicate). Other repeats are ours.
     const bool again = x.requests.reissue(p, [&](const roce::FrameSpec& s) {
       const size_t n = roce::build(s, big_);
-      if (n != 0) io_.send_local(big_.data(), static_cast<uint32_t>(n), now);
+      if (n != 0) io_.send_local(big_.data(), static_cast<uint32_t>(n), now, wan_tag_, true);
     });
     if (!again) ++stats_.requests_dropped;
     return true;

@@ -218,7 +218,8 @@ bool SplitEngine::on_local(Flow& flow, bool split_route, const uint8_t* ip, uint
 }
 
 bool SplitEngine::on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, uint32_t len,
-                         TimePoint now) noexcept {
+                         TimePoint now, const VlanTag& tag) noexcept {
+  wan_tag_ = tag;
   if (len >= 1 && ip[0] == kCtrlMagic) {
     on_control(peer, stream, ip, len, now);
     return true;
@@ -272,7 +273,7 @@ void SplitEngine::send_aeth(SplitFlow& sf, uint8_t syndrome, uint32_t psn, uint3
   if (toward_wan) {
     io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now);
   } else {
-    io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+    io_.send_local(frame_.data(), static_cast<uint32_t>(n), now, local_tag(sf), false);
   }
 }
 
@@ -352,7 +353,7 @@ void SplitEngine::send_poison(SplitFlow& sf, TimePoint now) noexcept {
       if (sf.poison_wan) {
         if (!io_.carry_packet(frame_.data(), static_cast<uint32_t>(n), now)) return;  // no room
       } else {
-        io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+        io_.send_local(frame_.data(), static_cast<uint32_t>(n), now, sf.out.wan_tag, true);
       }
       ++stats_.poison_sent;
     }

@@ -99,8 +99,12 @@ class SplitIo {
   /// `bytes` free, while its capacity could hold them twice over (a smaller
   /// buffer never counts as short: holding ACKs could not help it).
   virtual bool short_of_room(uint32_t peer, uint64_t bytes) const noexcept = 0;
-  /// Sends an IP packet to a host of the site.
-  virtual void send_local(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
+  /// Sends an IP packet to a host of the site. `tag`: with `from_wan`, the
+  /// 802.1Q tag its sender's frame had across the WAN (the site's policy
+  /// chooses the tag it gets, vlan.h); otherwise the tag it goes with (a
+  /// local host's own, for what the gateway answers it).
+  virtual void send_local(const uint8_t* ip, uint32_t len, TimePoint now, const VlanTag& tag,
+                          bool from_wan) noexcept = 0;
   /// Carries an IP packet toward the remote site as if a local host sent it.
   virtual bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint now) noexcept = 0;
   /// The gateway's flow entry for `key` (a flow a local host sends on), or
@@ -179,6 +183,12 @@ class SplitEngine {
   /// The RoCE path MTU (256..4096) the site's hosts use; 0: whatever the
   /// connection negotiated (no translation). Control path, before traffic.
   void set_local_pmtu(uint32_t pmtu) noexcept { local_pmtu_ = split::mtu_code(pmtu) ? pmtu : 0; }
+  /// The class of the CNPs sent to the site's hosts: DSCP (0..63) and, on a
+  /// QP whose frames are tagged, the PCP (0..7). Control path.
+  void set_cnp_class(uint8_t dscp, uint8_t pcp) noexcept {
+    cnp_tos_ = static_cast<uint8_t>((dscp & 0x3F) << 2);
+    cnp_pcp_ = pcp & 7;
+  }
 
   /// A RoCEv2 packet from a site host, classified into `flow` (local RX).
   /// `split_route`: its route has mode "split". Returns true when the engine
@@ -188,8 +198,9 @@ class SplitEngine {
 
   /// A record read from `peer`'s `stream`, before delivery to a site host.
   /// Returns true when the engine consumed it.
-  bool on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, uint32_t len,
-              TimePoint now) noexcept;
+  /// `tag`: the 802.1Q tag its sender's frame had (a tagged record, vlan.h).
+  bool on_wan(PeerState* peer, uint64_t stream, const uint8_t* ip, uint32_t len, TimePoint now,
+              const VlanTag& tag = {}) noexcept;
 
   /// Whether the next record of `stream` must wait (its egress window is
   /// full). The engine remembers it and hands it back via take_unblocked().
@@ -283,6 +294,7 @@ class SplitEngine {
     uint32_t dead_min_psn = 0;  ///< dead: the remote requester's lowest PSN seen ...
     uint8_t dead_min_seen = 0;  ///< ... how often (2: its oldest unacknowledged one)
     bool dead_told = false;     ///< ... and a fatal NAK went to it
+    VlanTag wan_tag;            ///< the remote requester's frames' tag (its records')
   };
   struct SplitFlow {
     Role role = Role::kFree;
@@ -327,6 +339,10 @@ class SplitEngine {
   static uint64_t stream_hash(const PeerState* peer, uint64_t stream) noexcept;
   void rebuild_index() noexcept;
   static FlowKey rev_key(const SplitFlow& sf);
+  /// The tag of the flow's local host's own frames (what it is answered with).
+  static VlanTag local_tag(const SplitFlow& sf) noexcept {
+    return sf.local != nullptr ? sf.local->tag : VlanTag{};
+  }
 
   bool ingress_request(SplitFlow& sf, Flow& flow, const roce::RocePacket& p, const uint8_t* ip,
                        uint32_t len, TimePoint now) noexcept;
@@ -403,6 +419,12 @@ class SplitEngine {
   SplitIo& io_;
   uint32_t local_mtu_;
   uint32_t local_pmtu_ = 0;
+  // CNPs go in the class RoCE fabrics give them, so a congested data class
+  // does not delay them: by default mlx5's (roce_np cnp_dscp 48 and
+  // cnp_802p_prio 6); set_cnp_class() / [local] cnp_dscp, cnp_pcp.
+  uint8_t cnp_tos_ = 48 << 2;
+  uint8_t cnp_pcp_ = 6;
+  VlanTag wan_tag_;  ///< the tag of the record on_wan() handles
   // Everything below is allocated at construction (start-up), none of it
   // when a flow is paired or a packet passes (docs/split-mode.md "Scale").
   std::vector<SplitFlow> flows_;
@@ -439,6 +461,7 @@ class SplitEngine {
     bool seen = false;  ///< the egress flow existed at some point while it waited
     TimePoint since;
     uint32_t len = 0;
+    VlanTag tag;  ///< its sender's
     std::array<uint8_t, 384> bytes{};
   };
   std::array<HeldMad, kHeldMads> held_{};

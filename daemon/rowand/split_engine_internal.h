@@ -47,10 +47,6 @@ constexpr Duration kPoisonInterval = Duration::from_ms(2);
 // side never failed after one round).
 constexpr uint8_t kPoisonRounds = 3;
 constexpr Duration kPoisonRoundGap = Duration::from_ms(200);
-// CNPs go in DSCP 48, the class RoCE fabrics give them (mlx5's default
-// cnp_dscp; the fabric maps it to a priority of its own), so a congested
-// data class does not delay them.
-constexpr uint8_t kCnpTos = 48 << 2;
 constexpr uint8_t kCtrlConfirmed = 0x01;  // flags: nothing before the start PSN unacknowledged
 constexpr uint8_t kCmLocalSplit = 0x01;   // CmConnection::user: a local host on a split route
 constexpr uint8_t kCmRemoteSplit = 0x02;  // the peer gateway said its route is split

@@ -90,7 +90,7 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
       // not yet acknowledged here), it gets the remote host's NAK now.
       ++stats_.fatal;
       if (sf.in.responder.fail_at(p.aeth.syndrome, p.bth.psn)) {
-        io_.send_local(ip, len, now);
+        io_.send_local(ip, len, now, wan_tag_, true);
         ++stats_.naks_sent;
         ++stats_.fatal_relayed;
       }
@@ -102,7 +102,7 @@ bool SplitEngine::ingress_from_remote(SplitFlow& sf, const roce::RocePacket& p, 
   }
   if (split::is_read_response(op) || op == roce::op::kRcAtomicAck) {
     learn_pmtu(sf, p);
-    io_.send_local(ip, len, now);  // the response first, then what it releases
+    io_.send_local(ip, len, now, wan_tag_, true);  // the response first, then what it releases
     split::Reply reply;
     sf.in.responder.on_response(op, p.bth.psn, now, reply);
     send_reply(sf, reply, now);
@@ -126,13 +126,16 @@ void SplitEngine::send_reply(SplitFlow& sf, const split::Reply& r, TimePoint now
     s.src = sf.fwd.dst;
     s.dst = sf.fwd.src;
     s.udp_sport = sf.udp_sport;
-    s.tos = kCnpTos;
+    s.tos = cnp_tos_;
     s.bth.opcode = roce::op::kCnp;
     s.bth.dest_qp = sf.rev_qp;
     s.bth.becn = true;
     const size_t n = roce::build(s, frame_);
     if (n != 0) {
-      io_.send_local(frame_.data(), static_cast<uint32_t>(n), now);
+      // In the fabric's CNP class: its DSCP, and on a tagged QP its PCP.
+      VlanTag tag = local_tag(sf);
+      if (tag.present) tag = VlanTag::make(cnp_pcp_, tag.vid());
+      io_.send_local(frame_.data(), static_cast<uint32_t>(n), now, tag, false);
       ++stats_.cnps_sent;
     }
   }

@@ -795,6 +795,35 @@ algorithm = "nope"
   }
 }
 
+// VLAN tags and CNP classes (vlan.h): [local] vlan, cnp_dscp, cnp_pcp and
+// [[route]] vlan parse; the defaults keep the sender's tag and send CNPs in
+// mlx5's class; bad values are errors at their FILE:LINE:COL.
+TEST(Config, VlanAndCnpClass) {
+  const GatewayConfig d = parse_config(kBase, "d.toml");
+  EXPECT_EQ(d.local.vlan.mode, VlanPolicy::Mode::kSender);
+  EXPECT_EQ(d.local.cnp_dscp, 48);
+  EXPECT_EQ(d.local.cnp_pcp, 6);
+  EXPECT_FALSE(d.routes[0].vlan.has_value());
+  std::string text = kBase;
+  text.replace(text.find("insecure"), 0, "vlan = 300\ncnp_dscp = 46\ncnp_pcp = 5\n");
+  text += "vlan = \"untagged\"\n";
+  const GatewayConfig c = parse_config(text, "c.toml");
+  EXPECT_EQ(c.local.vlan, (VlanPolicy{VlanPolicy::Mode::kVid, 300}));
+  EXPECT_EQ(c.local.cnp_dscp, 46);
+  EXPECT_EQ(c.local.cnp_pcp, 5);
+  ASSERT_TRUE(c.routes[0].vlan.has_value());
+  EXPECT_EQ(c.routes[0].vlan->mode, VlanPolicy::Mode::kUntagged);
+  text = kBase;
+  text.replace(text.find("insecure"), 0, "vlan = 4095\ncnp_dscp = 64\ncnp_pcp = 8\n");
+  text += "vlan = \"trunk\"\n";
+  const auto errors = errors_of(text);
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_TRUE(has_error(errors, "t.toml:4:8: ", "local.vlan: 4095 is not a VLAN ID"));
+  EXPECT_TRUE(has_error(errors, "t.toml:5:12: ", "local.cnp_dscp: 64 is outside [0, 63]"));
+  EXPECT_TRUE(has_error(errors, "t.toml:6:11: ", "local.cnp_pcp: 8 is outside [0, 7]"));
+  EXPECT_TRUE(has_error(errors, "t.toml:20:8: ", "route.vlan: 'trunk' is not a VLAN ID"));
+}
+
 TEST(CheckConfig, ExitStatusAndOutput) {
   const fs::path dir =
       fs::temp_directory_path() / ("rowan-config-test-" + std::to_string(getpid()));

@@ -26,6 +26,7 @@
 #include "shard.h"
 #include "test_frames.h"
 #include "tools/temp_dir.h"
+#include "vlan.h"
 
 namespace rowan::gw {
 namespace {
@@ -33,6 +34,7 @@ namespace {
 using frames::arp;
 using frames::frame4;
 using frames::MacBytes;
+using wire::load_be16;
 
 constexpr uint32_t kHostA = 0xC612010A;  // 198.18.1.10
 constexpr uint32_t kHostB = 0xC612020A;  // 198.18.2.10
@@ -200,17 +202,20 @@ TEST(Distributor, BroadcastsArpHoldsThePortForAFullRingAndKeepsTxOrder) {
   for (uint32_t i = 0; i < 50; ++i) EXPECT_EQ(psn_of(sent[i]), i);
 }
 
-GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port) {
+// `local_extra` and `route_extra`: more keys for [local] and the [[route]].
+GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port,
+                         const std::string& local_extra = "", const std::string& route_extra = "") {
   const bool a = site == 'a';
   const std::string text = std::string("[local]\ndevice = \"mem0\"\naddress = \"198.18.") +
-                           (a ? "1" : "2") + ".1\"\nprefix_len = 24\ninsecure = true\n\n" +
+                           (a ? "1" : "2") + ".1\"\nprefix_len = 24\ninsecure = true\n" +
+                           local_extra + "\n" +
                            "[[wan.link]]\nname = \"wan0\"\nbackend = \"udp\"\nbind = \"127.0.0.1:" +
                            std::to_string(port) + "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n" +
                            "[[peer]]\nname = \"site-" + (a ? "b" : "a") +
                            "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n\n" +
                            "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") +
-                           ".0/24\"\npeer = \"site-" + (a ? "b" : "a") +
-                           "\"\n\n[metrics]\nenabled = false\n";
+                           ".0/24\"\npeer = \"site-" + (a ? "b" : "a") + "\"\n" + route_extra +
+                           "\n[metrics]\nenabled = false\n";
   return parse_config(text, std::string("gw-") + site + ".toml");
 }
 
@@ -517,6 +522,156 @@ TEST(Forwarding, APeerOverTwoLinksUsesBothPathsPlaintext) {
 TEST(Forwarding, APeerOverTwoLinksUsesBothPathsEncrypted) {
   NEED_EAL();
   two_links(true);
+}
+
+// 802.1Q site frames (vlan.h) between two gateways: what gateway B sends
+// its host, and which ARP requests it tagged, for frames injected at A.
+struct VlanRun {
+  std::vector<std::vector<uint8_t>> out;      // frames toward B's host (ARP aside)
+  std::vector<std::vector<uint8_t>> asks;     // B's ARP requests
+  std::vector<std::vector<uint8_t>> a_local;  // what A sent its own site
+  GatewayCounters a, b;
+};
+
+VlanRun run_vlan(const std::vector<std::vector<uint8_t>>& at_a, size_t want,
+                 const std::string& b_local = "", const std::string& b_route = "") {
+  const auto base = static_cast<uint16_t>(20000 + (getpid() % 5000) * 2);
+  MemorySiteIo site_a(g_pool, "mem-va", kMacA), site_b(g_pool, "mem-vb", kMacB);
+  MonotonicClock clock;
+  Gateway a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
+  Gateway b(config_for('b', static_cast<uint16_t>(base + 1), base, b_local, b_route), site_b,
+            clock);
+  for (const auto& f : at_a) EXPECT_TRUE(site_a.inject(f));
+  VlanRun r;
+  for (int i = 0; i < 20000 && r.out.size() < want; ++i) {
+    const TimePoint now = clock.now();
+    a.poll(now);
+    b.poll(now);
+    for (auto& f : site_a.take_sent()) r.a_local.push_back(std::move(f));
+    for (auto& f : site_b.take_sent()) {
+      L2Header l2;
+      EXPECT_EQ(parse_l2(f.data(), static_cast<uint32_t>(f.size()), l2), L2Verdict::kOk);
+      if (l2.type == 0x0806) {  // B asks for its host: answer on the VLAN it asked on
+        auto reply = arp(2, kHostMacB, kHostB, kGwB, kMacB);
+        if (l2.tag.present) reply = frames::tagged(reply, l2.tag.vid());
+        EXPECT_TRUE(site_b.inject(reply));
+        r.asks.push_back(std::move(f));
+      } else {
+        r.out.push_back(std::move(f));
+      }
+    }
+    usleep(100);
+  }
+  // A little longer: nothing more may come.
+  for (int i = 0; i < 50; ++i) {
+    a.poll(clock.now());
+    b.poll(clock.now());
+    for (auto& f : site_a.take_sent()) r.a_local.push_back(std::move(f));
+    for (auto& f : site_b.take_sent()) r.out.push_back(std::move(f));
+    usleep(100);
+  }
+  r.a = a.counters();
+  r.b = b.counters();
+  return r;
+}
+
+// A RoCEv2 frame from A's host to B's host with DSCP `dscp` (ECT(0)).
+std::vector<uint8_t> roce_dscp(uint32_t qp, uint8_t dscp, uint16_t sport = 0xC001) {
+  auto f = frame4(kHostA, kHostB, 17, sport, 4791, qp, 7, kMacA, kHostMacA, 64);
+  f[15] = static_cast<uint8_t>(dscp << 2 | 2);
+  return f;
+}
+std::vector<uint8_t> ip_of(const std::vector<uint8_t>& f, uint32_t l3) {
+  return {f.begin() + l3, f.end()};
+}
+
+// The default ([local] vlan = "sender"): a tagged frame (PCP 5, VID 100,
+// DSCP 26) reaches B's host with the same tag and its IP packet byte for
+// byte (DSCP and ECN intact); B asked for its host on VID 100. An untagged
+// frame stays untagged. Both are counted.
+TEST(Vlan, TaggedFrameKeepsPcpVidAndDscpUntaggedStaysUntagged) {
+  NEED_EAL();
+  const auto plain = roce_dscp(0x21, 26);
+  const auto tagged_f = frames::tagged(roce_dscp(0x22, 26, 0xC002), VlanTag::make(5, 100).tci);
+  const VlanRun r = run_vlan({tagged_f, plain}, 2);
+  ASSERT_EQ(r.out.size(), 2u);
+  int tagged_seen = 0;
+  for (const auto& f : r.out) {
+    L2Header l2;
+    ASSERT_EQ(parse_l2(f.data(), static_cast<uint32_t>(f.size()), l2), L2Verdict::kOk);
+    EXPECT_EQ(std::vector<uint8_t>(f.begin(), f.begin() + 6),
+              std::vector<uint8_t>(kHostMacB.begin(), kHostMacB.end()));
+    if (l2.tag.present) {
+      ++tagged_seen;
+      EXPECT_EQ(l2.tag, VlanTag::make(5, 100));
+      EXPECT_EQ(ip_of(f, l2.l3_off), ip_of(tagged_f, 18));
+    } else {
+      EXPECT_EQ(ip_of(f, 14), ip_of(plain, 14));
+    }
+  }
+  EXPECT_EQ(tagged_seen, 1);
+  // B asked for its host (once: the second packet waits for the answer),
+  // on VID 100 at priority 0 when the tagged packet asked.
+  ASSERT_FALSE(r.asks.empty());
+  for (const auto& f : r.asks) {
+    L2Header l2;
+    ASSERT_EQ(parse_l2(f.data(), static_cast<uint32_t>(f.size()), l2), L2Verdict::kOk);
+    if (l2.tag.present) EXPECT_EQ(l2.tag, VlanTag::make(0, 100));
+  }
+  EXPECT_EQ(r.a.vlan_rx, 1u);
+  EXPECT_EQ(r.b.vlan_tx, 1u);
+  EXPECT_EQ(r.a.drops[static_cast<size_t>(Drop::kUnsupportedL2)], 0u);
+}
+
+// B's [local] vlan = 200: every packet gets VID 200, with the sender's PCP,
+// or DSCP >> 3 when it came untagged (DSCP 46: PCP 5); a [[route]] vlan =
+// "untagged" wins for packets from its prefix.
+TEST(Vlan, SiteAndRouteVlanPolicies) {
+  NEED_EAL();
+  const auto tagged_f = frames::tagged(roce_dscp(0x31, 10), VlanTag::make(3, 100).tci);
+  const auto plain = roce_dscp(0x32, 46, 0xC002);
+  VlanRun r = run_vlan({tagged_f, plain}, 2, "vlan = 200\n");
+  ASSERT_EQ(r.out.size(), 2u);
+  std::set<uint16_t> tcis;
+  for (const auto& f : r.out) {
+    L2Header l2;
+    ASSERT_EQ(parse_l2(f.data(), static_cast<uint32_t>(f.size()), l2), L2Verdict::kOk);
+    ASSERT_TRUE(l2.tag.present);
+    EXPECT_EQ(l2.tag.vid(), 200);
+    tcis.insert(l2.tag.tci);
+  }
+  EXPECT_EQ(tcis, (std::set<uint16_t>{VlanTag::make(3, 200).tci, VlanTag::make(5, 200).tci}));
+  EXPECT_EQ(r.b.vlan_tx, 2u);
+  r = run_vlan({tagged_f}, 1, "vlan = 200\n", "vlan = \"untagged\"\n");
+  ASSERT_EQ(r.out.size(), 1u);
+  EXPECT_EQ(load_be16(r.out[0].data() + 12), 0x0800);
+  EXPECT_EQ(ip_of(r.out[0], 14), ip_of(tagged_f, 18));
+}
+
+// Two tags (stacked 802.1Q, or an 802.1ad service tag) and a cut tag are
+// dropped under their own reasons; nothing crosses. A tagged ARP request
+// for gateway A is answered on its VLAN, with its tag.
+TEST(Vlan, StackedAndTruncatedTagsAreCountedDropsTaggedArpIsAnswered) {
+  NEED_EAL();
+  const auto f = roce_dscp(0x41, 26);
+  const auto stacked = frames::tagged(frames::tagged(f, 100), 200);
+  const auto qinq = frames::tagged(frames::tagged(f, 100), 200, kTpidQinQ);
+  const std::vector<uint8_t> cut = {kMacA[0], kMacA[1], kMacA[2], kMacA[3], kMacA[4], kMacA[5],
+                                    2, 0, 0, 0, 0x0A, 0x10, 0x81, 0x00, 0x20, 0x64};
+  const auto ask = frames::tagged(arp(1, kHostMacA, kHostA, 0xC6120101, kMacA),
+                                  VlanTag::make(6, 100).tci);
+  const VlanRun r = run_vlan({stacked, qinq, cut, ask}, 0);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_EQ(r.a.drops[static_cast<size_t>(Drop::kVlanStacked)], 2u);
+  EXPECT_EQ(r.a.drops[static_cast<size_t>(Drop::kVlanTruncated)], 1u);
+  ASSERT_EQ(r.a_local.size(), 1u) << "the ARP reply";
+  L2Header l2;
+  const auto& reply = r.a_local[0];
+  ASSERT_EQ(parse_l2(reply.data(), static_cast<uint32_t>(reply.size()), l2), L2Verdict::kOk);
+  EXPECT_EQ(l2.tag, VlanTag::make(6, 100));
+  EXPECT_EQ(l2.type, 0x0806);
+  EXPECT_EQ(reply[l2.l3_off + 7], 2) << "an ARP reply";
+  EXPECT_EQ(r.a.arp_replies, 1u);
 }
 
 // The flow table (tagged open addressing, backward-shift deletion): every

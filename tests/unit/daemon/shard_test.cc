@@ -132,6 +132,32 @@ TEST(Shard, BadFramesGoToWorkerZeroAndOneWorkerTakesAll) {
 
 // Fragments carry no ports: keyed like the flow table keys them (addresses
 // and protocol), so all fragments of a flow stay together.
+// A tagged frame goes where the same frame untagged goes, whatever its VID
+// and PCP (a QP whose frames change priority stays on one worker), on a
+// split route too; tagged ARP goes to every worker; two tags or a cut tag
+// go to worker 0, which drops them.
+TEST(Shard, TaggedFramesLikeUntagged) {
+  for (const auto& routes : {std::vector<ShardRoute>{}, split_route_to(2)}) {
+    std::set<uint32_t> seen;
+    for (uint32_t q = 0; q < 32; ++q) {
+      const auto f = frame4(kHostA, kHostB, 17, static_cast<uint16_t>(0xC000 + 7 * q), 4791, q);
+      const uint32_t w = shard(f, 4, routes);
+      seen.insert(w);
+      EXPECT_EQ(shard(frames::tagged(f, 0xA064), 4, routes), w) << q;  // PCP 5, VID 100
+      EXPECT_EQ(shard(frames::tagged(f, 0x0FFE), 4, routes), w) << q;  // PCP 0, VID 4094
+    }
+    if (routes.empty()) EXPECT_GT(seen.size(), 1u) << "QPs spread, tagged as untagged";
+  }
+  const auto arp = frames::arp(1, {2, 0, 0, 0, 1, 0x10}, kHostA, 0xC6120101, {});
+  EXPECT_EQ(shard(frames::tagged(arp, 100), 4), kAllWorkers);
+  const auto f = frame4(kHostA, kHostB, 17, 0xC123, 4791, 9);
+  EXPECT_EQ(shard(frames::tagged(frames::tagged(f, 100), 200), 4), 0u);
+  EXPECT_EQ(shard(frames::tagged(frames::tagged(f, 100), 200, 0x88A8), 4), 0u);
+  std::vector<uint8_t> cut(f.begin(), f.begin() + 12);
+  cut.insert(cut.end(), {0x81, 0x00, 0x00});
+  EXPECT_EQ(shard(cut, 4), 0u);
+}
+
 TEST(Shard, FragmentsHashOnAddresses) {
   std::set<uint32_t> seen;
   for (uint16_t p = 0; p < 64; ++p) {

@@ -57,6 +57,14 @@ inline std::vector<uint8_t> frame4(uint32_t src, uint32_t dst, uint8_t proto, ui
   return f;
 }
 
+/// `f` with an 802.1Q tag (TPID `tpid`, TCI `tci`) after its MACs.
+inline std::vector<uint8_t> tagged(std::vector<uint8_t> f, uint16_t tci, uint16_t tpid = 0x8100) {
+  const uint8_t tag[4] = {static_cast<uint8_t>(tpid >> 8), static_cast<uint8_t>(tpid),
+                          static_cast<uint8_t>(tci >> 8), static_cast<uint8_t>(tci)};
+  f.insert(f.begin() + 12, tag, tag + 4);
+  return f;
+}
+
 /// An ARP packet: op 1 (request) or 2 (reply).
 inline std::vector<uint8_t> arp(uint16_t op, const MacBytes& sha, uint32_t spa, uint32_t tpa,
                                 const MacBytes& to) {

@@ -101,7 +101,8 @@ class ScaleIo final : public SplitIo {
   bool has_room(const Flow&, uint32_t) const noexcept override { return true; }
   bool over_share(const Flow&) const noexcept override { return false; }
   bool short_of_room(uint32_t, uint64_t) const noexcept override { return false; }
-  void send_local(const uint8_t* ip, uint32_t len, TimePoint) noexcept override {
+  void send_local(const uint8_t* ip, uint32_t len, TimePoint, const VlanTag&,
+                  bool) noexcept override {
     local.push(ip, len);
   }
   bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint) noexcept override {

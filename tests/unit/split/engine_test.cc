@@ -32,7 +32,8 @@ class FakeIo final : public SplitIo {
   bool has_room(const Flow&, uint32_t) const noexcept override { return room; }
   bool over_share(const Flow&) const noexcept override { return over; }
   bool short_of_room(uint32_t, uint64_t) const noexcept override { return short_room; }
-  void send_local(const uint8_t* ip, uint32_t len, TimePoint) noexcept override {
+  void send_local(const uint8_t* ip, uint32_t len, TimePoint, const VlanTag&,
+                  bool) noexcept override {
     local.emplace_back(ip, ip + len);
   }
   bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint) noexcept override {
