@@ -49,6 +49,21 @@ toml::table eal_table(const EalConfig& e) {
                      {"extra_args", string_array(e.extra_args)}};
 }
 
+// `vlan` as the config file writes it (config_sections.cc read_vlan).
+void insert_vlan(toml::table& t, const VlanPolicy& v) {
+  switch (v.mode) {
+    case VlanPolicy::Mode::kSender:
+      t.insert("vlan", "sender");
+      return;
+    case VlanPolicy::Mode::kUntagged:
+      t.insert("vlan", "untagged");
+      return;
+    case VlanPolicy::Mode::kVid:
+      t.insert("vlan", int64_t{v.vid});
+      return;
+  }
+}
+
 toml::table local_table(const LocalConfig& l) {
   toml::table t{{"device", l.device},
                 {"address", roce::to_string(l.address)},
@@ -58,7 +73,10 @@ toml::table local_table(const LocalConfig& l) {
                 {"rx_ring", int64_t{l.rx_ring}},
                 {"tx_ring", int64_t{l.tx_ring}},
                 {"wake_coalesce", duration_text(l.wake_coalesce)},
+                {"cnp_dscp", int64_t{l.cnp_dscp}},
+                {"cnp_pcp", int64_t{l.cnp_pcp}},
                 {"insecure", l.insecure}};
+  insert_vlan(t, l.vlan);
   if (l.address6.version == 6) {
     t.insert("address6", roce::to_string(l.address6));
     t.insert("prefix_len6", int64_t{l.prefix_len6});
@@ -115,8 +133,10 @@ toml::array peers_array(const std::vector<PeerConfig>& peers) {
 toml::array routes_array(const std::vector<RouteConfig>& routes) {
   toml::array a;
   for (const auto& r : routes) {
-    a.push_back(toml::table{
-        {"prefix", r.prefix.to_string()}, {"peer", r.peer}, {"mode", to_string(r.mode)}});
+    toml::table t{
+        {"prefix", r.prefix.to_string()}, {"peer", r.peer}, {"mode", to_string(r.mode)}};
+    if (r.vlan) insert_vlan(t, *r.vlan);
+    a.push_back(std::move(t));
   }
   return a;
 }

@@ -532,12 +532,20 @@ void Gateway::local_rx(TimePoint now) noexcept {
       auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
       uint32_t len = rte_pktmbuf_data_len(m);
       L2Header l2;
-      const L2Verdict v = parse_l2(eth, len, l2);
+      L2Verdict v = parse_l2(eth, len, l2);
+      // A port that strips the tag (RX VLAN offload) hands it over apart;
+      // a tag still in the frame then is a second one.
+      const bool stripped = (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) != 0;
+      if (stripped && v == L2Verdict::kOk && l2.tag.present) v = L2Verdict::kStacked;
       if (v != L2Verdict::kOk) {
         drop(v == L2Verdict::kStacked ? Drop::kVlanStacked : Drop::kVlanTruncated, m);
         continue;
       }
       rx_tag_ = l2.tag;
+      if (stripped) {
+        rx_tag_ = {m->vlan_tci, true};
+        ++ctr_.vlan_rx;
+      }
       if (l2.tag.present) {
         // Strip the tag (the MACs move up over it): the frame is handled as
         // an untagged one, and what goes back to this host is tagged again.

@@ -146,7 +146,9 @@ TEST(Shard, TaggedFramesLikeUntagged) {
       EXPECT_EQ(shard(frames::tagged(f, 0xA064), 4, routes), w) << q;  // PCP 5, VID 100
       EXPECT_EQ(shard(frames::tagged(f, 0x0FFE), 4, routes), w) << q;  // PCP 0, VID 4094
     }
-    if (routes.empty()) EXPECT_GT(seen.size(), 1u) << "QPs spread, tagged as untagged";
+    if (routes.empty()) {
+      EXPECT_GT(seen.size(), 1u) << "QPs spread, tagged as untagged";
+    }
   }
   const auto arp = frames::arp(1, {2, 0, 0, 0, 1, 0x10}, kHostA, 0xC6120101, {});
   EXPECT_EQ(shard(frames::tagged(arp, 100), 4), kAllWorkers);

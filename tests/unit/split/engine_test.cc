@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "tools/fake_clock.h"
@@ -32,9 +33,10 @@ class FakeIo final : public SplitIo {
   bool has_room(const Flow&, uint32_t) const noexcept override { return room; }
   bool over_share(const Flow&) const noexcept override { return over; }
   bool short_of_room(uint32_t, uint64_t) const noexcept override { return short_room; }
-  void send_local(const uint8_t* ip, uint32_t len, TimePoint, const VlanTag&,
-                  bool) noexcept override {
+  void send_local(const uint8_t* ip, uint32_t len, TimePoint, const VlanTag& tag,
+                  bool from_wan) noexcept override {
     local.emplace_back(ip, ip + len);
+    local_tags.emplace_back(tag, from_wan);
   }
   bool carry_packet(const uint8_t* ip, uint32_t len, TimePoint) noexcept override {
     wan.emplace_back(ip, ip + len);
@@ -46,6 +48,7 @@ class FakeIo final : public SplitIo {
   }
   test::SplitFlows flows{64};
   std::vector<Bytes> wan, local;
+  std::vector<std::pair<VlanTag, bool>> local_tags;  ///< each `local` packet's (tag, from_wan)
   bool room = true;
   bool over = false;
   bool short_room = false;
@@ -955,6 +958,51 @@ TEST_F(EngineTest, AcksKeepTheRequestersDscpAndCnpsGoInDscp48) {
   const roce::RocePacket cnp = parse(ia_.local[1]);
   EXPECT_EQ(cnp.bth.opcode, op::kCnp);
   EXPECT_EQ(cnp.tos, 48 << 2);
+}
+
+// 802.1Q (vlan.h): gateway A answers a tagged requester in the tag of its
+// own frames (the flow entry's), and sends its CNPs on that VLAN in the CNP
+// class (by default mlx5's: DSCP 48, PCP 6; set_cnp_class() changes it).
+// Gateway B re-originates the requests in their sender's tag (the record's),
+// for its site's policy to map.
+TEST_F(EngineTest, AnswersGoInTheQpsTagAndCnpsInTheCnpClass) {
+  pair();
+  fwd_->tag = VlanTag::make(3, 100);  // as the gateway keeps it from the host's frames
+  ia_.local_tags.clear();
+  ia_.over = true;  // past its share: a CNP with the ACK
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 1, true)));
+  ASSERT_EQ(ia_.local.size(), 2U);
+  EXPECT_EQ(parse(ia_.local[0]).bth.opcode, op::kRcAck);
+  EXPECT_EQ(ia_.local_tags[0], std::make_pair(VlanTag::make(3, 100), false));
+  EXPECT_EQ(parse(ia_.local[1]).bth.opcode, op::kCnp);
+  EXPECT_EQ(parse(ia_.local[1]).tos, 48 << 2);
+  EXPECT_EQ(ia_.local_tags[1], std::make_pair(VlanTag::make(6, 100), false));
+  ga_.set_cnp_class(46, 5);
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 2, true)));
+  ASSERT_EQ(ia_.local.size(), 4U);
+  EXPECT_EQ(parse(ia_.local[3]).bth.opcode, op::kCnp);
+  EXPECT_EQ(parse(ia_.local[3]).tos, 46 << 2);
+  EXPECT_EQ(ia_.local_tags[3], std::make_pair(VlanTag::make(5, 100), false));
+  // An untagged requester gets untagged answers and CNPs.
+  fwd_->tag = {};
+  ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 3, true)));
+  ASSERT_EQ(ia_.local.size(), 6U);
+  EXPECT_FALSE(ia_.local_tags[4].first.present);
+  EXPECT_FALSE(ia_.local_tags[5].first.present);
+  // At gateway B the records carry the requester's tag.
+  ib_.local.clear();
+  ib_.local_tags.clear();
+  for (const Bytes& r : ia_.wan) {
+    if (!gb_.on_wan(nullptr, fwd_->stream, r.data(), static_cast<uint32_t>(r.size()),
+                    clock_.now(), VlanTag::make(3, 100))) {
+      ib_.local.push_back(r);
+      ib_.local_tags.emplace_back(VlanTag{}, true);
+    }
+  }
+  ASSERT_EQ(ib_.local.size(), 3U);
+  for (const auto& t : ib_.local_tags) {
+    EXPECT_EQ(t, std::make_pair(VlanTag::make(3, 100), true));
+  }
 }
 
 }  // namespace
