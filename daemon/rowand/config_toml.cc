@@ -133,8 +133,7 @@ toml::array peers_array(const std::vector<PeerConfig>& peers) {
 toml::array routes_array(const std::vector<RouteConfig>& routes) {
   toml::array a;
   for (const auto& r : routes) {
-    toml::table t{
-        {"prefix", r.prefix.to_string()}, {"peer", r.peer}, {"mode", to_string(r.mode)}};
+    toml::table t{{"prefix", r.prefix.to_string()}, {"peer", r.peer}, {"mode", to_string(r.mode)}};
     if (r.vlan) insert_vlan(t, *r.vlan);
     a.push_back(std::move(t));
   }

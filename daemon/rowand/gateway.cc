@@ -829,8 +829,8 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
     }
     rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
     uint8_t* eth = m == nullptr ? nullptr
-                                : reinterpret_cast<uint8_t*>(rte_pktmbuf_append(
-                                      m, static_cast<uint16_t>(kEthLen + body)));
+                                : reinterpret_cast<uint8_t*>(
+                                      rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + body)));
     if (eth != nullptr && kEthLen + body <= UINT16_MAX) {
       std::memcpy(eth + kEthLen, head, held);
       c.read(id, eth + kEthLen + held, body - held, nullptr, now);

@@ -79,7 +79,7 @@ enum class Drop : uint8_t {
   kNeighborPending,  ///< the host's MAC is unresolved and its queue is full
   kNoMbuf,
   kLocalTxFull,
-  kWorkerBusy,  ///< the distributor found this worker's RX ring full (distributor.h)
+  kWorkerBusy,     ///< the distributor found this worker's RX ring full (distributor.h)
   kVlanStacked,    ///< two 802.1Q tags, or an 802.1ad (QinQ) service tag (vlan.h)
   kVlanTruncated,  ///< an 802.1Q tag cut short
   kCount

@@ -202,8 +202,7 @@ void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip, const VlanTag& 
   enqueue_local(m);
 }
 
-void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now,
-                               const VlanTag& tag) noexcept {
+void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now, const VlanTag& tag) noexcept {
   (void)now;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {

@@ -71,8 +71,9 @@ TEST_P(VlanTest, TaggedDscpMarkedRoceArrivesWithPcpAndDscpIntact) {
   gw_mac('b', "198.18.2.1");  // gateway B learns host B's MAC (untagged ARP)
   const std::string pcap = "/run/rowan/two-site/vlan-" + mode + ".pcap";
   const int want = kTagged + kUntagged;
-  tb_->exec('b', "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791 or (vlan and udp port 4791)\" -c " +
-                     std::to_string(want) + " -a duration:30 -w " + pcap + " >/dev/null 2>&1 &'");
+  tb_->exec('b',
+            "sh -c 'dumpcap -q -P -i eth0 -f \"udp port 4791 or (vlan and udp port 4791)\" -c " +
+                std::to_string(want) + " -a duration:30 -w " + pcap + " >/dev/null 2>&1 &'");
   for (int i = 0; i < 100 && access(pcap.c_str(), F_OK) != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -80,12 +81,12 @@ TEST_P(VlanTest, TaggedDscpMarkedRoceArrivesWithPcpAndDscpIntact) {
   const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/vlan_frames.py";
   const std::string what = " --count " + std::to_string(kTagged) + " --untagged " +
                            std::to_string(kUntagged) + " --vlan 100 --pcp 5 --dscp 26";
-  const ShellResult sent = tb_->exec(
-      'a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac + what +
-               " --bad");
+  const ShellResult sent =
+      tb_->exec('a', py + " send --iface eth0 --src 198.18.1.10 --dst 198.18.2.10 --gw-mac " + mac +
+                         what + " --bad");
   ASSERT_EQ(sent.status, 0) << sent.out;
-  for (int i = 0; i < 150 && shell("pgrep -f '[d]umpcap.*vlan-" + mode + ".pcap' >/dev/null")
-                                     .status == 0;
+  for (int i = 0;
+       i < 150 && shell("pgrep -f '[d]umpcap.*vlan-" + mode + ".pcap' >/dev/null").status == 0;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -206,16 +206,15 @@ TEST(Distributor, BroadcastsArpHoldsThePortForAFullRingAndKeepsTxOrder) {
 GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port,
                          const std::string& local_extra = "", const std::string& route_extra = "") {
   const bool a = site == 'a';
-  const std::string text = std::string("[local]\ndevice = \"mem0\"\naddress = \"198.18.") +
-                           (a ? "1" : "2") + ".1\"\nprefix_len = 24\ninsecure = true\n" +
-                           local_extra + "\n" +
-                           "[[wan.link]]\nname = \"wan0\"\nbackend = \"udp\"\nbind = \"127.0.0.1:" +
-                           std::to_string(port) + "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n" +
-                           "[[peer]]\nname = \"site-" + (a ? "b" : "a") +
-                           "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n\n" +
-                           "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") +
-                           ".0/24\"\npeer = \"site-" + (a ? "b" : "a") + "\"\n" + route_extra +
-                           "\n[metrics]\nenabled = false\n";
+  const std::string text =
+      std::string("[local]\ndevice = \"mem0\"\naddress = \"198.18.") + (a ? "1" : "2") +
+      ".1\"\nprefix_len = 24\ninsecure = true\n" + local_extra + "\n" +
+      "[[wan.link]]\nname = \"wan0\"\nbackend = \"udp\"\nbind = \"127.0.0.1:" +
+      std::to_string(port) + "\"\nrate = \"1gbit\"\nrtt = \"1ms\"\n\n" +
+      "[[peer]]\nname = \"site-" + (a ? "b" : "a") +
+      "\"\nendpoint = \"127.0.0.1:" + std::to_string(peer_port) + "\"\n\n" +
+      "[[route]]\nprefix = \"198.18." + (a ? "2" : "1") + ".0/24\"\npeer = \"site-" +
+      (a ? "b" : "a") + "\"\n" + route_extra + "\n[metrics]\nenabled = false\n";
   return parse_config(text, std::string("gw-") + site + ".toml");
 }
 
@@ -657,9 +656,10 @@ TEST(Vlan, StackedAndTruncatedTagsAreCountedDropsTaggedArpIsAnswered) {
   const auto stacked = frames::tagged(frames::tagged(f, 100), 200);
   const auto qinq = frames::tagged(frames::tagged(f, 100), 200, kTpidQinQ);
   const std::vector<uint8_t> cut = {kMacA[0], kMacA[1], kMacA[2], kMacA[3], kMacA[4], kMacA[5],
-                                    2, 0, 0, 0, 0x0A, 0x10, 0x81, 0x00, 0x20, 0x64};
-  const auto ask = frames::tagged(arp(1, kHostMacA, kHostA, 0xC6120101, kMacA),
-                                  VlanTag::make(6, 100).tci);
+                                    2,        0,        0,        0,        0x0A,     0x10,
+                                    0x81,     0x00,     0x20,     0x64};
+  const auto ask =
+      frames::tagged(arp(1, kHostMacA, kHostA, 0xC6120101, kMacA), VlanTag::make(6, 100).tci);
   const VlanRun r = run_vlan({stacked, qinq, cut, ask}, 0);
   EXPECT_TRUE(r.out.empty());
   EXPECT_EQ(r.a.drops[static_cast<size_t>(Drop::kVlanStacked)], 2u);

@@ -993,8 +993,8 @@ TEST_F(EngineTest, AnswersGoInTheQpsTagAndCnpsInTheCnpClass) {
   ib_.local.clear();
   ib_.local_tags.clear();
   for (const Bytes& r : ia_.wan) {
-    if (!gb_.on_wan(nullptr, fwd_->stream, r.data(), static_cast<uint32_t>(r.size()),
-                    clock_.now(), VlanTag::make(3, 100))) {
+    if (!gb_.on_wan(nullptr, fwd_->stream, r.data(), static_cast<uint32_t>(r.size()), clock_.now(),
+                    VlanTag::make(3, 100))) {
       ib_.local.push_back(r);
       ib_.local_tags.emplace_back(VlanTag{}, true);
     }
