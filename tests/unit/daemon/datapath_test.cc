@@ -534,7 +534,10 @@ struct VlanRun {
 
 VlanRun run_vlan(const std::vector<std::vector<uint8_t>>& at_a, size_t want,
                  const std::string& b_local = "", const std::string& b_route = "") {
-  const auto base = static_cast<uint16_t>(20000 + (getpid() % 5000) * 2);
+  // Ports of their own for each run (a closed socket's port may stay taken
+  // for a moment).
+  static int runs = 0;
+  const auto base = static_cast<uint16_t>(20000 + (getpid() % 1000) * 8 + 2 * (runs++ % 4));
   MemorySiteIo site_a(g_pool, "mem-va", kMacA), site_b(g_pool, "mem-vb", kMacB);
   MonotonicClock clock;
   Gateway a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
@@ -615,7 +618,9 @@ TEST(Vlan, TaggedFrameKeepsPcpVidAndDscpUntaggedStaysUntagged) {
   for (const auto& f : r.asks) {
     L2Header l2;
     ASSERT_EQ(parse_l2(f.data(), static_cast<uint32_t>(f.size()), l2), L2Verdict::kOk);
-    if (l2.tag.present) EXPECT_EQ(l2.tag, VlanTag::make(0, 100));
+    if (l2.tag.present) {
+      EXPECT_EQ(l2.tag, VlanTag::make(0, 100));
+    }
   }
   EXPECT_EQ(r.a.vlan_rx, 1u);
   EXPECT_EQ(r.b.vlan_tx, 1u);

@@ -978,6 +978,7 @@ TEST_F(EngineTest, AnswersGoInTheQpsTagAndCnpsInTheCnpClass) {
   EXPECT_EQ(parse(ia_.local[1]).tos, 48 << 2);
   EXPECT_EQ(ia_.local_tags[1], std::make_pair(VlanTag::make(6, 100), false));
   ga_.set_cnp_class(46, 5);
+  clock_.advance(Duration::from_ms(1));  // CNPs are paced
   ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 2, true)));
   ASSERT_EQ(ia_.local.size(), 4U);
   EXPECT_EQ(parse(ia_.local[3]).bth.opcode, op::kCnp);
@@ -985,6 +986,7 @@ TEST_F(EngineTest, AnswersGoInTheQpsTagAndCnpsInTheCnpClass) {
   EXPECT_EQ(ia_.local_tags[3], std::make_pair(VlanTag::make(5, 100), false));
   // An untagged requester gets untagged answers and CNPs.
   fwd_->tag = {};
+  clock_.advance(Duration::from_ms(1));
   ASSERT_TRUE(a_sends(request(op::kRcWriteOnly, kPsn + 3, true)));
   ASSERT_EQ(ia_.local.size(), 6U);
   EXPECT_FALSE(ia_.local_tags[4].first.present);
