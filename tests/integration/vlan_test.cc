@@ -4,8 +4,9 @@
 // passthrough and through split, captured in site B's host namespace with
 // dumpcap: every frame arrives once, intact, with its VID, PCP and DSCP
 // (vlan_frames.py verify); untagged frames stay untagged; frames with two
-// tags or a cut tag are dropped at gateway A under their reasons; both
-// gateways count the tagged frames.
+// tags are dropped at gateway A under their reason; both gateways count the
+// tagged frames. (A cut tag cannot cross a veth: the kernel drops it; the
+// unit tests cover it.)
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -42,7 +43,9 @@ class VlanTest : public ::testing::TestWithParam<const char*> {
     ASSERT_TRUE(tb_->held()) << "the testbed lock stayed taken";
   }
   void TearDown() override {
-    if (tb_ && tb_->held()) EXPECT_TRUE(tb_->down()) << "two-site down left something behind";
+    if (tb_ && tb_->held()) {
+      EXPECT_TRUE(tb_->down()) << "two-site down left something behind";
+    }
     tb_.reset();
   }
   std::string gw_mac(char site, const std::string& gw) {
@@ -98,13 +101,12 @@ TEST_P(VlanTest, TaggedDscpMarkedRoceArrivesWithPcpAndDscpIntact) {
   EXPECT_GE(counter('a', "vlan_rx"), static_cast<uint64_t>(kTagged));
   EXPECT_GE(counter('b', "vlan_tx"), static_cast<uint64_t>(kTagged));
   EXPECT_EQ(drops('a', "vlan_stacked"), 2u);
-  EXPECT_EQ(drops('a', "vlan_truncated"), 1u);
   EXPECT_EQ(drops('a', "unsupported_l2"), 0u);
   EXPECT_EQ(drops('b', "bad_record"), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, VlanTest, ::testing::Values("passthrough", "split"),
-                         [](const auto& info) { return std::string(info.param); });
+std::string mode_name(const ::testing::TestParamInfo<const char*>& p) { return p.param; }
+INSTANTIATE_TEST_SUITE_P(Modes, VlanTest, ::testing::Values("passthrough", "split"), mode_name);
 
 }  // namespace
 }  // namespace rowan::test
