@@ -28,6 +28,11 @@
       (FIRST/MIDDLE exactly, LAST/ONLY at most) and checks the data per
       message, so packets re-cut by the gateways are verified too.
 
+  --vlan VID --pcp P --dscp D (both): the frames it sends carry an 802.1Q
+      tag (VID, PCP) and DSCP D; the summaries list the tags ([PCP, VID], or
+      null) and DSCPs of the requests received (responder: tags, dscps) and of
+      the ACKs received (requester: ack_tags, ack_dscps).
+
 Payload of packet i: (qp, i) and a SHA-256 digest of the rest, so the
 responder can check every byte. Run with /usr/bin/python3 (python3-scapy).
 """
@@ -39,7 +44,7 @@ import sys
 import threading
 import time
 
-from scapy.all import IP, UDP, Ether, Raw, conf, sniff  # noqa: E402
+from scapy.all import IP, UDP, Dot1Q, Ether, Raw, conf, sniff  # noqa: E402
 from scapy.contrib.roce import AETH, BTH  # noqa: E402
 
 SEND_ONLY = 0x04
@@ -54,15 +59,30 @@ def payload(qp, i, size):
     return body + hashlib.sha256(body).digest()
 
 
+def l2(args):
+    """Ethernet toward the gateway, with an 802.1Q tag when --vlan is given."""
+    eth = Ether(dst=args.gw_mac)
+    return eth / Dot1Q(prio=args.pcp, vlan=args.vlan) if args.vlan else eth
+
+
+def tag_of(p):
+    """[PCP, VID] of a captured frame's 802.1Q tag, or None."""
+    return [p[Dot1Q].prio, p[Dot1Q].vlan] if Dot1Q in p else None
+
+
+# BPF: RoCEv2, untagged or behind one 802.1Q tag.
+ROCE_FILTER = "(udp port 4791) or (vlan and udp port 4791)"
+
+
 def frame(args, opcode, qp, psn, ackreq, data=b"", ext=b"", syndrome=None, msn=0):
     pad = (-len(data)) % 4
-    l3 = IP(src=args.me, dst=args.peer, flags="DF", tos=0x02)
+    l3 = IP(src=args.me, dst=args.peer, flags="DF", tos=(args.dscp << 2) | 0x02)
     bth = BTH(opcode=opcode, padcount=pad, dqpn=qp, psn=psn & 0xFFFFFF, ackreq=int(ackreq))
     if syndrome is not None:
-        pkt = Ether(dst=args.gw_mac) / l3 / UDP(sport=49200, dport=4791) / bth / \
+        pkt = l2(args) / l3 / UDP(sport=49200, dport=4791) / bth / \
             AETH(syndrome=syndrome, msn=msn)
     else:
-        pkt = Ether(dst=args.gw_mac) / l3 / UDP(sport=49152, dport=4791) / bth / \
+        pkt = l2(args) / l3 / UDP(sport=49152, dport=4791) / bth / \
             Raw(ext + data + bytes(pad))
     return bytes(pkt)
 
@@ -114,7 +134,7 @@ def cmd_responder(args):
     st = {"expected": args.first_psn, "msn": 0, "received": 0, "accepted": 0, "duplicates": 0,
           "out_of_sequence": 0, "acks": 0, "naks": 0, "bad_payload": 0, "order_errors": 0,
           "nak_episode": False, "index": [], "cm_reqs": 0, "cm_dreqs": 0, "req_mtu": None,
-          "mtu_errors": 0, "messages_checked": 0}
+          "mtu_errors": 0, "messages_checked": 0, "tags": [], "dscps": []}
     done = threading.Event()
     msg = bytearray()
 
@@ -158,6 +178,10 @@ def cmd_responder(args):
                                                         WRITE_MIDDLE, WRITE_LAST, 0x0A):
             return
         st["received"] += 1
+        if tag_of(p) not in st["tags"]:
+            st["tags"].append(tag_of(p))
+        if p[IP].tos >> 2 not in st["dscps"]:
+            st["dscps"].append(p[IP].tos >> 2)
         d = psn_diff(bth.psn, st["expected"])
         requester_qp = args.peer_qp
         if d > 0:
@@ -214,7 +238,7 @@ def cmd_responder(args):
             with open(args.ready, "w") as f:
                 f.write("ready\n")
 
-    sniff(iface=args.iface, filter="udp port 4791", prn=handle, timeout=args.timeout,
+    sniff(iface=args.iface, filter=ROCE_FILTER, prn=handle, timeout=args.timeout,
           started_callback=ready, stop_filter=lambda _: done.is_set())
     st["indices_in_order"] = st["index"] == list(range(len(st["index"])))
     st["payloads"] = len(st.pop("index"))
@@ -261,7 +285,7 @@ def cmd_requester(args):
 
     lock = threading.Lock()
     st = {"acked": -1, "nak_to": None, "acks": 0, "naks": 0, "msn_errors": [], "rnr": 0,
-          "other": 0}
+          "other": 0, "tags": [], "dscps": []}
     sent_at = [None] * n
     acked_at = [None] * n
 
@@ -272,6 +296,10 @@ def cmd_requester(args):
         b, a = p[BTH], p[AETH]
         i = psn_diff(b.psn, PSN_START)
         with lock:
+            if tag_of(p) not in st["tags"]:
+                st["tags"].append(tag_of(p))
+            if p[IP].tos >> 2 not in st["dscps"]:
+                st["dscps"].append(p[IP].tos >> 2)
             kind = a.syndrome >> 5
             if kind == 0:
                 st["acks"] += 1
@@ -297,7 +325,9 @@ def cmd_requester(args):
     stop = threading.Event()
 
     def sniffer():
-        sniff(iface=args.iface, filter="udp port 4791 and src host " + args.peer, prn=on_packet,
+        # Not "and src host" in BPF: after `vlan` libpcap reads later fields
+        # 4 bytes further in (on_packet checks the source instead).
+        sniff(iface=args.iface, filter=ROCE_FILTER, prn=on_packet,
               started_callback=sniffer_ready.set, stop_filter=lambda _: stop.is_set(),
               timeout=args.timeout)
 
@@ -314,6 +344,8 @@ def cmd_requester(args):
             cm["drep"] = True
 
     def on_packet(p):
+        if IP not in p or p[IP].src != args.peer:
+            return
         if args.cm:
             on_cm(p)
         on_ack(p)
@@ -390,7 +422,7 @@ def cmd_requester(args):
         "retransmitted": retransmitted, "first_ack_ms": first,
         "message_ack_ms_median": lat[len(lat) // 2] if lat else None,
         "message_ack_ms_max": lat[-1] if lat else None, "messages_timed": len(lat),
-        "seconds": time.time() - start,
+        "seconds": time.time() - start, "ack_tags": st["tags"], "ack_dscps": st["dscps"],
     }
     if args.cm:
         out["cm_drep"] = cm["drep"]
@@ -412,6 +444,9 @@ def main():
         s.add_argument("--timeout", type=float, default=60)
         s.add_argument("--cm", action="store_true", help="RDMA CM set-up and teardown on QP1")
         s.add_argument("--size", type=int, default=1024, help="payload bytes per request packet")
+        s.add_argument("--vlan", type=int, default=0, help="802.1Q VID of the frames sent (0: none)")
+        s.add_argument("--pcp", type=int, default=0, help="their 802.1Q priority")
+        s.add_argument("--dscp", type=int, default=0, help="their DSCP (ECT(0) always)")
     r = sub.choices["responder"]
     r.add_argument("--out", required=True)
     r.add_argument("--expect", type=int, default=0)

@@ -105,6 +105,58 @@ TEST_P(VlanTest, TaggedDscpMarkedRoceArrivesWithPcpAndDscpIntact) {
   EXPECT_EQ(drops('b', "bad_record"), 0u);
 }
 
+// Split mode with the flow paired: scapy's requester on A (VID 100, PCP 5,
+// DSCP 26) and responder on B (VID 100, PCP 3, DSCP 26). Gateway A's own
+// ACKs reach the requester in the requester's tag and DSCP; gateway B
+// re-originates the requests in their sender's tag (B's policy: "sender")
+// with the DSCP kept.
+TEST_F(VlanTest, SplitAnswersAndReoriginatesInTheQpsClass) {
+  const ShellResult up = tb_->up("--mode split --rate 100mbit --rtt 10ms");
+  ASSERT_EQ(up.status, 0) << "two-site up --mode split failed";
+  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/integration/split_flows.py";
+  const std::string out = "/run/rowan/two-site/vlan-responder.json";
+  const std::string ready = "/run/rowan/two-site/vlan-responder.ready";
+  shell("rm -f " + out + " " + ready);
+  constexpr int kMessages = 20, kPerMessage = 4;
+  tb_->exec('b', "sh -c '" + py + " responder --iface eth0 --me 198.18.2.10 --peer 198.18.1.10" +
+                     " --gw-mac " + gw_mac('b', "198.18.2.1") + " --qp 34 --peer-qp 17" +
+                     " --expect " + std::to_string(1 + kMessages * kPerMessage) +
+                     " --timeout 60 --out " + out + " --ready " + ready +
+                     " --vlan 100 --pcp 3 --dscp 26 >/dev/null 2>&1 &'");
+  for (int i = 0; i < 300 && shell("test -e " + ready).status != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const ShellResult r = tb_->exec(
+      'a', py + " requester --iface eth0 --me 198.18.1.10 --peer 198.18.2.10 --gw-mac " +
+               gw_mac('a', "198.18.1.1") + " --qp 17 --peer-qp 34 --messages " +
+               std::to_string(kMessages) + " --packets-per-message " + std::to_string(kPerMessage) +
+               " --window 32 --timeout 40" + " --vlan 100 --pcp 5 --dscp 26");
+  EXPECT_EQ(r.status, 0) << "requester: " << r.out.substr(0, 600);
+  const json req = r.out.empty() ? json() : json::parse(r.out, nullptr, false);
+  json rsp;
+  for (int i = 0; i < 600 && !rsp.is_object(); ++i) {
+    const ShellResult f = shell("cat " + out + " 2>/dev/null");
+    if (f.status == 0 && !f.out.empty()) rsp = json::parse(f.out, nullptr, false);
+    if (!rsp.is_object()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(req.is_object()) << "no requester summary";
+  ASSERT_TRUE(rsp.is_object()) << "no responder summary";
+  EXPECT_EQ(req["acked"], req["packets"]) << req.dump();
+  // The responder's own ACK that pairs the flow is relayed in its tag (PCP
+  // 3); from then on gateway A answers, in the requester's (PCP 5).
+  EXPECT_EQ(req["ack_tags"], json::parse("[[3, 100], [5, 100]]")) << req.dump();
+  EXPECT_EQ(req["ack_dscps"], json::parse("[26]")) << req.dump();
+  EXPECT_EQ(rsp["accepted"].get<int>(), 1 + kMessages * kPerMessage) << rsp.dump();
+  EXPECT_TRUE(rsp["indices_in_order"].get<bool>()) << rsp.dump();
+  EXPECT_EQ(rsp["bad_payload"].get<int>(), 0) << rsp.dump();
+  EXPECT_EQ(rsp["tags"], json::parse("[[5, 100]]")) << rsp.dump();
+  EXPECT_EQ(rsp["dscps"], json::parse("[26]")) << rsp.dump();
+  const json a = tb_->ctl('a', "status");
+  ASSERT_TRUE(a.is_object());
+  EXPECT_GE(a["split"]["flows_paired"].get<int>(), 1) << a["split"].dump();
+  EXPECT_GT(a["split"]["acks_sent"].get<int>(), 0) << a["split"].dump();
+}
+
 std::string mode_name(const ::testing::TestParamInfo<const char*>& p) { return p.param; }
 INSTANTIATE_TEST_SUITE_P(Modes, VlanTest, ::testing::Values("passthrough", "split"), mode_name);
 

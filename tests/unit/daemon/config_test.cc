@@ -451,11 +451,13 @@ public_key = "hH8Ik1Qc5WbRf07sf4x/s0cd5Gv5bCeDNlJ9ttHDtjk="
 prefix = "2001:2:2::/48"
 peer = "east"
 mode = "split"
+vlan = 300
 
 [[route]]
 prefix = "2001:2:3::/48"
 peer = "east"
 mode = "passthrough"
+vlan = "untagged"
 
 [cc]
 algorithm = "cubic"
@@ -493,6 +495,8 @@ level = "debug"
   EXPECT_EQ(c.wan.flow_idle_timeout, Duration::from_ms(1500));
   EXPECT_EQ(c.wan.recv_window_bdp, 3.0);
   EXPECT_EQ(c.routes[0].mode, RouteMode::kSplit);
+  EXPECT_EQ(c.routes[0].vlan, (VlanPolicy{VlanPolicy::Mode::kVid, 300}));
+  EXPECT_EQ(c.routes[1].vlan, (VlanPolicy{VlanPolicy::Mode::kUntagged, 0}));
   EXPECT_EQ(c.cc.params.values().at("beta"), "0.8");
   EXPECT_EQ(c.cc.params.values().at("hystart"), "false");
   EXPECT_EQ(c.control.socket, "/tmp/x/\"odd\" name.sock");
