@@ -48,7 +48,7 @@ class FakeIo final : public gw::SplitIo {
   bool has_room(const gw::Flow&, uint32_t) const noexcept override { return room; }
   bool over_share(const gw::Flow&) const noexcept override { return over; }
   bool short_of_room(uint32_t, uint64_t) const noexcept override { return short_room; }
-  void send_local(const uint8_t* ip, uint32_t len, TimePoint, const VlanTag&,
+  void send_local(const uint8_t* ip, uint32_t len, TimePoint, const gw::VlanTag&,
                   bool) noexcept override {
     // What it relays or re-originates came parsed from a host or the WAN
     // (with that host's ICRC, right or wrong); what it builds has its own.
