@@ -150,14 +150,20 @@ def cmd_verify(args):
     return 0 if not bad else 1
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def send_parser(sub):
+    """The `send` subcommand with what every frame sender needs (vlan_frames.py too)."""
     s = sub.add_parser("send")
     s.add_argument("--iface", required=True)
     s.add_argument("--src", required=True)
     s.add_argument("--dst", required=True)
     s.add_argument("--gw-mac", required=True)
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = send_parser(sub)
     s.add_argument("--qps", type=int, default=2)
     s.add_argument("--count", type=int, default=100)
     s.add_argument("--size", type=int, default=1024)

@@ -27,6 +27,8 @@ import sys
 from scapy.all import IP, UDP, Dot1AD, Dot1Q, Ether, Raw, rdpcap, sendp  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
+from roce_flows import send_parser  # noqa: E402 (next to this file)
+
 SEND_ONLY = 0x04
 QP = 0x1A0
 PSN_START = 0x10
@@ -106,11 +108,7 @@ def cmd_verify(args):
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("send")
-    s.add_argument("--iface", required=True)
-    s.add_argument("--src", required=True)
-    s.add_argument("--dst", required=True)
-    s.add_argument("--gw-mac", required=True)
+    s = send_parser(sub)
     s.add_argument("--bad", action="store_true")
     v = sub.add_parser("verify")
     v.add_argument("pcap")
