@@ -386,7 +386,7 @@ uint32_t UdpUringIo::tx_room() const noexcept {
   const auto cap = static_cast<uint32_t>(tx_mem_.size());
   const uint32_t free = cap - tx_used_;
   const uint32_t to_end = cap - tx_head_;
-  if (free <= to_end) return free;          // the free bytes lie in one piece at the head
+  if (free <= to_end) return free;         // the free bytes lie in one piece at the head
   return std::max(to_end, free - to_end);  // at the head up to the end, or from the start
 }
 

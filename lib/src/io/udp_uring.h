@@ -87,8 +87,8 @@ struct UdpStats {
   /// preempted or sleeping event loop); stamped with `now`, their RTT
   /// samples would read below the path.
   uint64_t rx_after_now = 0;
-  Duration rx_after_now_max;  ///< the largest such gap
-  uint64_t tx_gso_sends = 0;     ///< sendmsg calls that carried several datagrams
+  Duration rx_after_now_max;      ///< the largest such gap
+  uint64_t tx_gso_sends = 0;      ///< sendmsg calls that carried several datagrams
   uint64_t tx_gso_datagrams = 0;  ///< datagrams that went in those
   /// Times GSO was turned off: the kernel lacks UDP_SEGMENT (at
   /// construction) or refused a GSO send; 0 or 1 per socket.
@@ -131,14 +131,14 @@ class UdpUringIo final : public PacketIo {
     sockaddr_storage addr{};
     // rx: TOS/TCLASS, SCM_TIMESTAMPNS and UDP_GRO; tx: UDP_SEGMENT.
     alignas(cmsghdr) uint8_t control[128]{};
-    uint32_t len = 0;    ///< bytes (rx: as received; tx: the whole run)
-    uint32_t seg = 0;    ///< datagram size of a train (rx: UDP_GRO, tx: gso_size); 0: one
-    uint32_t off = 0;    ///< rx: bytes of the train handed out so far
-    uint32_t count = 0;  ///< tx: datagrams in the run
-    uint32_t bytes = 0;  ///< tx: bytes of send memory held, with any wasted tail
-    bool ready = false;  ///< rx: completed, waiting to be handed out
+    uint32_t len = 0;     ///< bytes (rx: as received; tx: the whole run)
+    uint32_t seg = 0;     ///< datagram size of a train (rx: UDP_GRO, tx: gso_size); 0: one
+    uint32_t off = 0;     ///< rx: bytes of the train handed out so far
+    uint32_t count = 0;   ///< tx: datagrams in the run
+    uint32_t bytes = 0;   ///< tx: bytes of send memory held, with any wasted tail
+    bool ready = false;   ///< rx: completed, waiting to be handed out
     bool parsed = false;  ///< rx: control messages read into ecn/rx_time/seg
-    bool done = false;   ///< tx: completed (memory released in FIFO order)
+    bool done = false;    ///< tx: completed (memory released in FIFO order)
     Ecn ecn = Ecn::kNotEct;
     TimePoint rx_time;
   };
