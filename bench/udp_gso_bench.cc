@@ -12,7 +12,6 @@
 // the ratio to `off` in the same round.
 //   udp_gso_bench [--size 1472] [--seconds 2] [--rounds 3]
 // Built and run by bench/udp-gso. Wall-clock windows (a benchmark).
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -32,16 +31,12 @@ using namespace rowan;
 
 namespace {
 
-uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+// Where a socket bound to port 0 ended up.
+io::UdpEndpoint bound(int fd) {
+  io::UdpEndpoint e;
+  e.len = sizeof e.addr;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&e.addr), &e.len) != 0) std::abort();
+  return e;
 }
 
 double cpu_seconds() {
@@ -61,18 +56,15 @@ struct Result {
 };
 
 Result run(const Mode& m, uint32_t size, double seconds) {
-  const auto a_ep = io::UdpEndpoint::parse("127.0.0.1:" + std::to_string(free_port()));
-  const auto b_ep = io::UdpEndpoint::parse("127.0.0.1:" + std::to_string(free_port()));
-  io::UdpUringOptions oa;
-  oa.bind = a_ep;
-  oa.peer = b_ep;
-  oa.gso = m.gso;
-  oa.gro = m.gro;
-  io::UdpUringOptions ob = oa;
-  ob.bind = b_ep;
-  ob.peer = a_ep;
-  io::UdpUringIo a(oa);
+  // b first, unconnected (it takes any source); a sends to wherever b is.
+  io::UdpUringOptions ob;
+  ob.bind = io::UdpEndpoint::parse("127.0.0.1:0");
+  ob.gso = m.gso;
+  ob.gro = m.gro;
   io::UdpUringIo b(ob);
+  io::UdpUringOptions oa = ob;
+  oa.peer = bound(b.fd());
+  io::UdpUringIo a(oa);
   constexpr size_t kBurst = 32;
   std::vector<uint8_t> payload(kBurst * size, 0x5a);
   std::vector<io::TxDatagram> tx(kBurst);
