@@ -384,6 +384,17 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   }
 }
 
+Bytes Rowan::excess_bytes(Duration extra) const {
+  // Delay mode's inflight above the BDP (the headroom, a probe's excess) is
+  // time at the link's capacity, not at the flow's own rate: every flow on
+  // a bottleneck adds the same bytes per round. An increase proportional to
+  // the flow's own rate is multiplicative, and multiplicative increase with
+  // a common decrease leaves shares where they are; an equal additive
+  // increase converges them (Chiu and Jain, 1989; Swift's additive
+  // increase). For a flow alone the two are the same.
+  return capacity().bytes_in(extra);
+}
+
 Duration Rowan::max_headroom() const {
   // Enough for the flow's probes to find a faster path, never more than
   // the model mode's 2 BDPs.
@@ -456,7 +467,7 @@ void Rowan::advance_cycle(const AckEvent& ev) {
   if (cycle_idx_ == 0) {
     // Probe until in-flight reaches the probe's bound or there is loss, for
     // two round trips at most (an app-limited flow never reaches it).
-    const Bytes bound = mode_ == Mode::kDelay ? bdp(bw, 1.0) + bw.bytes_in(probe_extra_)
+    const Bytes bound = mode_ == Mode::kDelay ? bdp(bw, 1.0) + excess_bytes(probe_extra_)
                                               : bdp(bw, config_.probe_gain);
     next = ev.now - cycle_stamp_ > rtt * 2 ||
            (full_length && (ev.lost_bytes > 0 || ev.prior_in_flight >= bound));
@@ -469,7 +480,10 @@ void Rowan::advance_cycle(const AckEvent& ev) {
     // faster probes again at once, with twice the excess (a path that grew,
     // or a competitor that left, is found in a few rounds, as in startup).
     if (mode_ == Mode::kDelay && !probe_bw0_.is_zero()) {
-      const double grown = static_cast<double>(probe_extra_.ns()) / (2.0 * rtt.ns());
+      // The excess is bytes at the link's capacity, so a flow with a small
+      // share expects to grow by proportionally more.
+      const double grown = static_cast<double>(excess_bytes(probe_extra_)) /
+                           (2.0 * static_cast<double>(std::max(bw.bytes_in(rtt), mss_)));
       if (bw > probe_bw0_.scaled(1.0 + grown)) {
         probe_extra_ = std::min(probe_extra_ * 2, rtt / 4);
         cycle_idx_ = config_.probe_rounds - 1;
@@ -519,7 +533,7 @@ void Rowan::set_outputs() {
         // queue that no single flow's headroom can take away.
         const Bytes bdp1 = bdp(bw, 1.0);
         const Bytes slack = bw.bytes_in(spread_) + aggr + send_quantum();
-        const Bytes up = bw.bytes_in(extra);
+        const Bytes up = excess_bytes(extra);
         cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up;
       } else {
         const double gain = cycle_idx_ == 0   ? config_.probe_gain

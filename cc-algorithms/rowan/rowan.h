@@ -124,6 +124,7 @@ class Rowan final : public CongestionController {
   Bytes bdp(BitsPerSec rate, double gain) const;
   Duration rtt_or_hint() const;
   Duration max_headroom() const;
+  Bytes excess_bytes(Duration extra) const;
   BitsPerSec floor_rate() const;
 
   Config config_;
