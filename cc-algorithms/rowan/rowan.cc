@@ -14,6 +14,8 @@ constexpr uint32_t kMinCwndPackets = 4;
 // A loss ratio needs a few losses to mean anything (one loss in a 10-packet
 // first round is not a policer).
 constexpr uint64_t kMinHeavyLossPackets = 4;
+// Model mode's loss threshold per round (BBRv2's BBR_LOSS_THRESH, 2 %).
+constexpr double kModelLoss = 0.02;
 constexpr uint32_t kMaxVelocity = 8;
 constexpr uint32_t kMaxHeadroomTargets = 2;  // headroom ≤ 2 targets (and ≤ 1 RTT)
 constexpr uint32_t kTrialCycles = 8;         // model mode tries delay mode every 8 cycles ...
@@ -207,6 +209,8 @@ void Rowan::end_round(const AckEvent& ev) {
   const uint64_t pkts = round_acked_pkts_ + round_lost_pkts_;
   const bool heavy = round_lost_pkts_ >= kMinHeavyLossPackets &&
                      static_cast<double>(round_lost_pkts_) > config_.heavy_loss * pkts;
+  const bool lossy = round_lost_pkts_ >= kMinHeavyLossPackets &&
+                     static_cast<double>(round_lost_pkts_) > kModelLoss * pkts;
 
   switch (phase_) {
     case Phase::kStartup: {
@@ -253,7 +257,7 @@ void Rowan::end_round(const AckEvent& ev) {
       if (mode_ == Mode::kDelay) {
         delay_round(delivered, heavy);
       } else {
-        model_round();
+        model_round(delivered, lossy);
       }
       break;
   }
@@ -401,8 +405,17 @@ Duration Rowan::max_headroom() const {
   return std::min(target() * kMaxHeadroomTargets, rtt_or_hint());
 }
 
-void Rowan::model_round() {
-  // Random loss and a full competitor's buffer are not ours to cut for.
+void Rowan::model_round(BitsPerSec delivered, bool lossy) {
+  // A buffer-filler at a shallow buffer drops this flow's packets too: a
+  // round that loses more than BBRv2's 2 % brings the model down, as heavy
+  // loss does in delay mode. A flow that ignored those losses held 70 % of
+  // a 1-BDP buffer against one CUBIC flow, and CUBIC took every cut.
+  if (lossy) {
+    const BitsPerSec bw = std::min(bw_max_.get(), delivered).scaled(config_.loss_cut);
+    bw_max_.reset(std::max(bw, floor_rate()), bw_rounds_);
+  }
+  // Random loss (under 2 % a round) and a deep competitor's buffer are
+  // not ours to cut for.
   // The way back: the queue at target again in cruising rounds (probing
   // rounds and the drain after them make their own queue) ...
   if (cycle_idx_ >= 2 && queue_valid_ && queue_ <= target() && noise_ * 2 <= target()) {
