@@ -114,6 +114,11 @@ void sum_path(PathMetrics& a, const PathMetrics& b) {
   a.ptos += b.ptos;
   a.downs += b.downs;
   a.ups += b.ups;
+  a.keepalives += b.keepalives;
+  a.fec_source_packets += b.fec_source_packets;
+  a.fec_repair_packets += b.fec_repair_packets;
+  a.fec_repair_bytes += b.fec_repair_bytes;
+  a.fec_recovered += b.fec_recovered;
 }
 
 // `from`'s entries into `into`: one with the same peer and link is added by
@@ -157,6 +162,11 @@ void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
   a.rtos += b.rtos;
   a.spurious_losses += b.spurious_losses;
   a.ecn_marks += b.ecn_marks;
+  a.fec_source_packets += b.fec_source_packets;
+  a.fec_repair_packets += b.fec_repair_packets;
+  a.fec_repair_bytes += b.fec_repair_bytes;
+  a.fec_recovered += b.fec_recovered;
+  a.fec_unrecoverable += b.fec_unrecoverable;
   a.handshakes += b.handshakes;
   a.rekeys += b.rekeys;
   a.peer_restarts += b.peer_restarts;
@@ -532,6 +542,18 @@ class Collector final : public prometheus::Collectable {
     f.counter("rowan_peer_retransmitted_bytes_total", "Stream bytes sent again.", l,
               d(p.retransmitted_bytes));
     f.counter("rowan_peer_lost_packets_total", "Packets declared lost.", l, d(p.lost_packets));
+    f.counter("rowan_peer_fec_source_packets_total",
+              "Data packets sent as FEC source symbols, all paths.", l, d(p.fec_source_packets));
+    f.counter("rowan_peer_fec_repair_packets_total", "FEC repair packets sent, all paths.", l,
+              d(p.fec_repair_packets));
+    f.counter("rowan_peer_fec_repair_bytes_total", "Wire bytes of FEC repair packets sent.", l,
+              d(p.fec_repair_bytes));
+    f.counter("rowan_peer_fec_recovered_packets_total",
+              "The peer's packets rebuilt from repair symbols (not retransmitted).", l,
+              d(p.fec_recovered));
+    f.counter("rowan_peer_fec_unrecoverable_blocks_total",
+              "FEC blocks given up with source packets missing (retransmission repairs them).", l,
+              d(p.fec_unrecoverable));
     f.counter("rowan_peer_spurious_losses_total", "Packets declared lost and acknowledged later.",
               l, d(p.spurious_losses));
     f.counter("rowan_peer_loss_events_total",
@@ -695,6 +717,26 @@ class Collector final : public prometheus::Collectable {
               "Packets on the path that carried retransmitted stream data.", l,
               d(p.retransmitted_packets));
     f.counter("rowan_path_probe_timeouts_total", "Probe timeouts on the path.", l, d(p.ptos));
+    f.counter("rowan_path_keepalives_total",
+              "PINGs sent on the path while it was up and idle (its liveness measured).", l,
+              d(p.keepalives));
+    f.counter("rowan_path_fec_source_packets_total",
+              "Data packets sent on the path as FEC source symbols.", l, d(p.fec_source_packets));
+    f.counter("rowan_path_fec_repair_packets_total", "FEC repair packets sent on the path.", l,
+              d(p.fec_repair_packets));
+    f.counter("rowan_path_fec_repair_bytes_total",
+              "Wire bytes of FEC repair packets sent on the path.", l, d(p.fec_repair_bytes));
+    f.counter("rowan_path_fec_recovered_packets_total",
+              "Packets the peer sent on the path that were rebuilt from repair symbols.", l,
+              d(p.fec_recovered));
+    const double k = p.fec_k, m = p.fec_m;
+    f.gauge("rowan_path_fec_code_rate",
+            "Current FEC code rate of the path, k / (k + m); 1 while it is not coded.", l,
+            p.fec_k > 0 ? k / (k + m) : 1.0);
+    f.gauge("rowan_path_fec_block_source_packets",
+            "Source packets per FEC block at the current code rate (0: not coding).", l, k);
+    f.gauge("rowan_path_fec_block_repair_packets",
+            "Repair packets per FEC block at the current code rate (0: not coding).", l, m);
     f.counter("rowan_path_transitions_total", "Times the path went down or came back up.",
               {{"peer", p.peer}, {"link", p.link}, {"to", "down"}}, d(p.downs));
     f.counter("rowan_path_transitions_total", "Times the path went down or came back up.",
