@@ -150,8 +150,11 @@ struct PathStats {
   uint64_t bytes_received = 0;
   uint64_t ptos = 0;
   uint64_t rtos = 0;
-  uint64_t probes_sent = 0;  ///< PINGs sent while down
+  uint64_t probes_sent = 0;      ///< PINGs sent while down
   uint64_t keepalives_sent = 0;  ///< PINGs sent while up and idle (path_keepalive)
+  uint64_t downs = 0;            ///< transitions to down
+  uint64_t ups = 0;              ///< transitions back to up
+  Bytes memory = 0;              ///< what the path's own state holds (sent-packet ring included)
   // Forward error correction on this path (ConnStats has the totals).
   uint64_t fec_source_packets = 0;  ///< data packets sent as FEC source symbols
   uint64_t fec_repair_sent = 0;     ///< REPAIR packets sent
@@ -159,9 +162,6 @@ struct PathStats {
   uint64_t fec_recovered = 0;       ///< the peer's packets of this index rebuilt from repair
   uint32_t fec_k = 0;               ///< current code rate (0: not coding)
   uint32_t fec_m = 0;
-  uint64_t downs = 0;        ///< transitions to down
-  uint64_t ups = 0;          ///< transitions back to up
-  Bytes memory = 0;          ///< what the path's own state holds (sent-packet ring included)
 };
 
 /// Counters and gauges of a connection: rowand exports them per peer
@@ -491,8 +491,8 @@ class Connection {
   /// Declares everything in flight on `path` lost and tells its CC (on_rto).
   void lose_flight(Path& path, TimePoint now);
   Duration pto_base(const Path& path) const;
-  Duration backed_off_pto(const Path& path) const;  ///< pto_base × 2^pto_count, capped by max_pto
-  TimePoint down_deadline(const Path& path) const;  ///< infinite when it cannot go down
+  Duration backed_off_pto(const Path& path) const;   ///< pto_base × 2^pto_count, capped by max_pto
+  TimePoint down_deadline(const Path& path) const;   ///< infinite when it cannot go down
   TimePoint keepalive_time(const Path& path) const;  ///< infinite when none is due
   void declare_down(Path& path, TimePoint now);
   void bring_up(Path& path, TimePoint now);

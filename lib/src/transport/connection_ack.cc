@@ -379,8 +379,8 @@ TimePoint Connection::down_deadline(const Path& path) const {
 // unanswered (a single lost PING or ACK must not take the path down).
 TimePoint Connection::keepalive_time(const Path& path) const {
   if (closed_ || paths_.size() < 2 || cfg_.path_keepalive.is_zero() ||
-      path.state != PathState::kUp || path.ack_eliciting_in_flight > 0 ||
-      path.probes_pending > 0 || path.keepalive_pending)
+      path.state != PathState::kUp || path.ack_eliciting_in_flight > 0 || path.probes_pending > 0 ||
+      path.keepalive_pending)
     return TimePoint::infinite();
   if (path.keepalive_unanswered)
     return path.last_keepalive + std::max(cfg_.path_keepalive / 4, pto_base(path));

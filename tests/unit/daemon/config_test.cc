@@ -295,15 +295,15 @@ TEST(ConfigStartupChecks, PeerFecKeys) {
   EXPECT_EQ(parse_config(to_toml(off), "again.toml").peers, off.peers);
   EXPECT_TRUE(parse_config(with("fec = \"auto\"\n"), "gw.toml").peers[0].fec);
   std::string bad = with("fec = \"on\"\n");
-  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"on\""),
-                        "peer.fec: 'on' is not \"auto\" or \"off\""))
+  EXPECT_TRUE(
+      has_error(errors_of(bad), where(bad, "\"on\""), "peer.fec: 'on' is not \"auto\" or \"off\""))
       << ::testing::PrintToString(errors_of(bad));
   bad = with("fec = true\n");
-  EXPECT_TRUE(has_error(errors_of(bad), where_after(bad, "fec = ", "true"),
-                        "peer.fec: expected a string"));
+  EXPECT_TRUE(
+      has_error(errors_of(bad), where_after(bad, "fec = ", "true"), "peer.fec: expected a string"));
   bad = with("fec_max_overhead = 2.0\n");
-  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "2.0"),
-                        "peer.fec_max_overhead: 2 is outside [0.01, 1]"))
+  EXPECT_TRUE(
+      has_error(errors_of(bad), where(bad, "2.0"), "peer.fec_max_overhead: 2 is outside [0.01, 1]"))
       << ::testing::PrintToString(errors_of(bad));
   bad = with("fec_max_overhead = \"lots\"\n");
   EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"lots\""), "peer.fec_max_overhead"));

@@ -111,10 +111,8 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
             15 * 1472);
   EXPECT_EQ(value_of(text, R"(rowan_peer_fec_recovered_packets_total{peer="site-b",link="wan0"})"),
             3);
-  EXPECT_EQ(value_of(text, R"(rowan_peer_fec_repair_packets_total{peer="site-c",link="wan0"})"),
-            0);
-  EXPECT_EQ(value_of(text, R"(rowan_path_fec_repair_packets_total{peer="site-b",link="wan2"})"),
-            8);
+  EXPECT_EQ(value_of(text, R"(rowan_peer_fec_repair_packets_total{peer="site-c",link="wan0"})"), 0);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_repair_packets_total{peer="site-b",link="wan2"})"), 8);
   EXPECT_EQ(value_of(text, R"(rowan_path_fec_repair_bytes_total{peer="site-b",link="wan2"})"),
             8 * 1472);
   EXPECT_EQ(value_of(text, R"(rowan_path_fec_recovered_packets_total{peer="site-b",link="wan2"})"),
@@ -123,8 +121,7 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
                    16.0 / 18.0);
   EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_source_packets{peer="site-b",link="wan2"})"),
             16);
-  EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_repair_packets{peer="site-b",link="wan2"})"),
-            2);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_repair_packets{peer="site-b",link="wan2"})"), 2);
   EXPECT_EQ(value_of(text, R"(rowan_path_fec_code_rate{peer="site-b",link="wan0"})"), 1);
   EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_repair_packets{peer="site-c",link="wan0"})"), 0);
   EXPECT_EQ(value_of(text, R"(rowan_path_keepalives_total{peer="site-c",link="wan0"})"), 40);
