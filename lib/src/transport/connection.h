@@ -119,7 +119,9 @@ struct TransportConfig {
   /// cut link goes down even when idle: within path_keepalive +
   /// max(3 × srtt, path_down_floor) of the cut. An unanswered keepalive is
   /// repeated every max(path_keepalive / 4, one PTO) until an ACK or the
-  /// down deadline. Zero: no keepalive (an idle path is never judged).
+  /// down deadline. A path the peer never acknowledged is not judged on
+  /// keepalives (its gateway starting, the link's handshake under way).
+  /// Zero: no keepalive (an idle path is never judged).
   Duration path_keepalive = Duration::from_ms(100);
   bool integrity_check = true;  ///< CRC-32C in the tag room while unencrypted
   bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried

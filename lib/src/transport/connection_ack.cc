@@ -367,9 +367,12 @@ void Connection::on_rto(Path& path, TimePoint now) {
 // ---------------------------------------------------------------------------
 // Path failover
 
+// A path is judged on its keepalives only once it has been acknowledged at
+// all: until the peer answers (its gateway starting, the link's handshake),
+// silence says nothing about the link.
 TimePoint Connection::down_deadline(const Path& path) const {
   if (up_paths_ < 2 || path.state != PathState::kUp ||
-      (path.ack_eliciting_in_flight == 0 && !path.keepalive_unanswered))
+      (path.ack_eliciting_in_flight == 0 && !(path.keepalive_unanswered && path.any_acked)))
     return TimePoint::infinite();
   return path.ack_wait_from + std::max(path.rtt.smoothed() * 3, cfg_.path_down_floor);
 }

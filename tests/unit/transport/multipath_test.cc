@@ -299,6 +299,23 @@ TEST(Multipath, KeepalivesOnALossyIdlePathDoNotFlapIt) {
   EXPECT_EQ(p.a.stats().ptos, 0U);
 }
 
+// A path the peer never answered (its gateway not up yet) is not judged on
+// keepalives; once answered, it is.
+TEST(Multipath, AnUnansweredPathIsNotJudgedOnKeepalives) {
+  TransportConfig c = multi_config({Duration::from_ms(20), Duration::from_ms(20)}, 20'000'000);
+  MultiPair p(c, {Duration::from_ms(10), Duration::from_ms(10)});
+  p.set_path(1, false);
+  p.run_until([] { return false; }, Duration::from_s(2));
+  EXPECT_EQ(p.a.path_stats(PathId{1}).state, PathState::kUp);
+  EXPECT_EQ(p.a.path_stats(PathId{1}).downs, 0U);
+  EXPECT_GT(p.a.path_stats(PathId{1}).keepalives_sent, 5U);
+  p.set_path(1, true);
+  p.run_until([] { return false; }, Duration::from_ms(300));
+  p.set_path(1, false);
+  EXPECT_TRUE(p.run_until([&] { return p.a.path_stats(PathId{1}).state == PathState::kDown; },
+                          Duration::from_s(1)));
+}
+
 TEST(Multipath, OnePathSendsNoKeepalives) {
   TransportConfig c = multi_config({Duration::from_ms(20)}, 20'000'000);
   MultiPair p(c, {Duration::from_ms(10)});
