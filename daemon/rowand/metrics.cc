@@ -278,6 +278,14 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
 
+// A counter family whose value is a member of M (the tables below).
+template <class M>
+struct CounterOf {
+  const char* name;
+  const char* help;
+  uint64_t M::*value;
+};
+
 class Collector final : public prometheus::Collectable {
  public:
   Collector(MetricsSource source, const ControlPlaneMetrics& control)
@@ -542,18 +550,21 @@ class Collector final : public prometheus::Collectable {
     f.counter("rowan_peer_retransmitted_bytes_total", "Stream bytes sent again.", l,
               d(p.retransmitted_bytes));
     f.counter("rowan_peer_lost_packets_total", "Packets declared lost.", l, d(p.lost_packets));
-    f.counter("rowan_peer_fec_source_packets_total",
-              "Data packets sent as FEC source symbols, all paths.", l, d(p.fec_source_packets));
-    f.counter("rowan_peer_fec_repair_packets_total", "FEC repair packets sent, all paths.", l,
-              d(p.fec_repair_packets));
-    f.counter("rowan_peer_fec_repair_bytes_total", "Wire bytes of FEC repair packets sent.", l,
-              d(p.fec_repair_bytes));
-    f.counter("rowan_peer_fec_recovered_packets_total",
-              "The peer's packets rebuilt from repair symbols (not retransmitted).", l,
-              d(p.fec_recovered));
-    f.counter("rowan_peer_fec_unrecoverable_blocks_total",
-              "FEC blocks given up with source packets missing (retransmission repairs them).", l,
-              d(p.fec_unrecoverable));
+    static const CounterOf<PeerMetrics> kFec[] = {
+        {"rowan_peer_fec_source_packets_total",
+         "Data packets sent as FEC source symbols, all paths.", &PeerMetrics::fec_source_packets},
+        {"rowan_peer_fec_repair_packets_total", "FEC repair packets sent, all paths.",
+         &PeerMetrics::fec_repair_packets},
+        {"rowan_peer_fec_repair_bytes_total", "Wire bytes of FEC repair packets sent.",
+         &PeerMetrics::fec_repair_bytes},
+        {"rowan_peer_fec_recovered_packets_total",
+         "The peer's packets rebuilt from repair symbols (not retransmitted).",
+         &PeerMetrics::fec_recovered},
+        {"rowan_peer_fec_unrecoverable_blocks_total",
+         "FEC blocks given up with source packets missing (retransmission repairs them).",
+         &PeerMetrics::fec_unrecoverable},
+    };
+    for (const auto& c : kFec) f.counter(c.name, c.help, l, d(p.*c.value));
     f.counter("rowan_peer_spurious_losses_total", "Packets declared lost and acknowledged later.",
               l, d(p.spurious_losses));
     f.counter("rowan_peer_loss_events_total",
@@ -658,12 +669,7 @@ class Collector final : public prometheus::Collectable {
     };
     for (const PeerMetrics& p : peers) config(p.link, p.link_rate, p.link_rtt);
     for (const PathMetrics& p : paths) config(p.link, p.link_rate, p.link_rtt);
-    struct Counter {
-      const char* name;
-      const char* help;
-      uint64_t PeerMetrics::*value;
-    };
-    static const Counter kCounters[] = {
+    static const CounterOf<PeerMetrics> kCounters[] = {
         {"rowan_link_transmit_packets_total", "Datagrams sent on the WAN link to the peer.",
          &PeerMetrics::link_tx_packets},
         {"rowan_link_transmit_bytes_total", "Bytes sent on the WAN link to the peer.",
@@ -684,7 +690,7 @@ class Collector final : public prometheus::Collectable {
     };
     for (const PeerMetrics& p : peers) {
       const Labels ll{{"peer", p.peer}, {"link", p.link}};
-      for (const Counter& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
+      for (const auto& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
     }
   }
 
@@ -720,15 +726,18 @@ class Collector final : public prometheus::Collectable {
     f.counter("rowan_path_keepalives_total",
               "PINGs sent on the path while it was up and idle (its liveness measured).", l,
               d(p.keepalives));
-    f.counter("rowan_path_fec_source_packets_total",
-              "Data packets sent on the path as FEC source symbols.", l, d(p.fec_source_packets));
-    f.counter("rowan_path_fec_repair_packets_total", "FEC repair packets sent on the path.", l,
-              d(p.fec_repair_packets));
-    f.counter("rowan_path_fec_repair_bytes_total",
-              "Wire bytes of FEC repair packets sent on the path.", l, d(p.fec_repair_bytes));
-    f.counter("rowan_path_fec_recovered_packets_total",
-              "Packets the peer sent on the path that were rebuilt from repair symbols.", l,
-              d(p.fec_recovered));
+    static const CounterOf<PathMetrics> kFec[] = {
+        {"rowan_path_fec_source_packets_total",
+         "Data packets sent on the path as FEC source symbols.", &PathMetrics::fec_source_packets},
+        {"rowan_path_fec_repair_packets_total", "FEC repair packets sent on the path.",
+         &PathMetrics::fec_repair_packets},
+        {"rowan_path_fec_repair_bytes_total", "Wire bytes of FEC repair packets sent on the path.",
+         &PathMetrics::fec_repair_bytes},
+        {"rowan_path_fec_recovered_packets_total",
+         "Packets the peer sent on the path that were rebuilt from repair symbols.",
+         &PathMetrics::fec_recovered},
+    };
+    for (const auto& c : kFec) f.counter(c.name, c.help, l, d(p.*c.value));
     const double k = p.fec_k, m = p.fec_m;
     f.gauge("rowan_path_fec_code_rate",
             "Current FEC code rate of the path, k / (k + m); 1 while it is not coded.", l,

@@ -241,15 +241,13 @@ TEST(Multipath, AnIdleCutPathGoesDownAndComesBackUp) {
   EXPECT_LT(steps, 1000);  // a few wake-ups per keepalive, not a spin
   PathEvent ev;
   EXPECT_FALSE(p.a.next_path_event(&ev));
+  auto both_ends = [&](PathState st) {  // path 1 in `st` at both ends
+    return p.a.path_stats(PathId{1}).state == st && p.b.path_stats(PathId{1}).state == st;
+  };
   // Cut path 1 while idle: down within path_keepalive + max(3 x srtt, floor).
   p.set_path(1, false);
   const TimePoint cut = p.clock.now();
-  ASSERT_TRUE(p.run_until(
-      [&] {
-        return p.a.path_stats(PathId{1}).state == PathState::kDown &&
-               p.b.path_stats(PathId{1}).state == PathState::kDown;
-      },
-      Duration::from_s(2)));
+  ASSERT_TRUE(p.run_until([&] { return both_ends(PathState::kDown); }, Duration::from_s(2)));
   const Duration bound = c.path_keepalive + std::max(Duration::from_ms(60), c.path_down_floor);
   EXPECT_LE((p.clock.now() - cut).seconds(), bound.seconds() + 0.002);
   EXPECT_EQ(p.a.path_stats(PathId{0}).state, PathState::kUp);
@@ -264,12 +262,7 @@ TEST(Multipath, AnIdleCutPathGoesDownAndComesBackUp) {
   // Back: up within path_probe_max and a round trip.
   p.set_path(1, true);
   const TimePoint healed = p.clock.now();
-  ASSERT_TRUE(p.run_until(
-      [&] {
-        return p.a.path_stats(PathId{1}).state == PathState::kUp &&
-               p.b.path_stats(PathId{1}).state == PathState::kUp;
-      },
-      Duration::from_s(2)));
+  ASSERT_TRUE(p.run_until([&] { return both_ends(PathState::kUp); }, Duration::from_s(2)));
   EXPECT_LE((p.clock.now() - healed).seconds(), c.path_probe_max.seconds() + 0.025);
   ASSERT_TRUE(p.a.next_path_event(&ev));
   EXPECT_EQ(ev.state, PathState::kUp);
