@@ -103,6 +103,14 @@ struct PeerConfig {
   /// endpoint); empty: the peer is reached over its first link, at endpoint.
   std::vector<SockAddr> endpoints;
   std::string public_key;  ///< the peer's X25519 public key (base64, 44 characters)
+  /// Forward error correction on the peer's paths (`fec`): adaptive (the
+  /// transport codes a lossy path when it pays, docs/wan-transport.md) or
+  /// off (selective repeat alone).
+  bool fec = true;
+  /// `fec_max_overhead`: repair packets per source packet, at most
+  /// (fec::PolicyConfig::max_overhead).
+  double fec_max_overhead = kDefaultFecMaxOverhead;
+  static constexpr double kDefaultFecMaxOverhead = 0.14;
   bool operator==(const PeerConfig&) const = default;
   /// The links the peer is reached over (paths): every link with
   /// `endpoints`, else the first.

@@ -531,6 +531,16 @@ void read_peers(TableReader& root, std::vector<PeerConfig>& peers, std::vector<P
       }
     }
     read_peer_endpoints(r, peer, wan, endpoints);
+    if (const std::string* s = r.string_node("fec", &n)) {
+      if (*s == "auto") {
+        peer.fec = true;
+      } else if (*s == "off") {
+        peer.fec = false;
+      } else {
+        r.error(n, "fec", fmt::format("{} is not \"auto\" or \"off\"", quote_text(*s)));
+      }
+    }
+    r.real("fec_max_overhead", peer.fec_max_overhead, 0.01, 1.0);
     if (const std::string* s = r.string_node("public_key", &n); s == nullptr) {
       if (!insecure && r.get("public_key") == nullptr) {
         errors.add(pp.table,

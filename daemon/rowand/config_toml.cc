@@ -125,6 +125,8 @@ toml::array peers_array(const std::vector<PeerConfig>& peers) {
       t.insert("endpoints", std::move(e));
     }
     if (!p.public_key.empty()) t.insert("public_key", p.public_key);
+    t.insert("fec", p.fec ? "auto" : "off");
+    t.insert("fec_max_overhead", p.fec_max_overhead);
     a.push_back(std::move(t));
   }
   return a;

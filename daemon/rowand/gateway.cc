@@ -335,6 +335,10 @@ void Gateway::open_transport(PeerState& p, TimePoint now) {
   tc.recv_window_bdp = cfg_.wan.recv_window_bdp;
   tc.max_streams = cfg_.wan.max_flows;
   tc.max_pto = PeerHealth::kMaxProbeTimeout;
+  // [[peer]] fec and fec_max_overhead; the default is the transport's own.
+  static_assert(PeerConfig::kDefaultFecMaxOverhead == fec::PolicyConfig{}.max_overhead);
+  tc.fec.mode = p.cfg.fec ? transport::FecMode::kAdaptive : transport::FecMode::kOff;
+  tc.fec.policy.max_overhead = p.cfg.fec_max_overhead;
   // One transport path per link, numbered as the peer numbers them.
   if (p.paths.size() > 1) {
     for (const PeerPath& path : p.paths) {

@@ -93,6 +93,11 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
     pm.rtos = s.rtos;
     pm.spurious_losses = s.spurious_losses;
     pm.ecn_marks = p.ce_marked;
+    pm.fec_source_packets = s.fec_source_packets;
+    pm.fec_repair_packets = s.fec_repair_sent;
+    pm.fec_repair_bytes = s.fec_repair_bytes;
+    pm.fec_recovered = s.fec_recovered;
+    pm.fec_unrecoverable = s.fec_unrecoverable;
     pm.rtt = s.rtt_histogram;
     pm.queue_delay = s.queue_delay_histogram;
     pm.drops = {s.drop_malformed,        s.drop_bad_version, s.drop_bad_connection_id,
@@ -143,6 +148,13 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
       path.ptos = ps.ptos;
       path.downs = ps.downs;
       path.ups = ps.ups;
+      path.keepalives = ps.keepalives_sent;
+      path.fec_source_packets = ps.fec_source_packets;
+      path.fec_repair_packets = ps.fec_repair_sent;
+      path.fec_repair_bytes = ps.fec_repair_bytes;
+      path.fec_recovered = ps.fec_recovered;
+      path.fec_k = ps.fec_k;
+      path.fec_m = ps.fec_m;
       m.paths.push_back(std::move(path));
     }
   }

@@ -31,6 +31,17 @@ void log_lines(const std::vector<PeerEvents::Line>& lines) {
   }
 }
 
+// A path's forward error correction (transport/fec_coder.h): its current
+// code rate and what it sent and rebuilt.
+nlohmann::ordered_json fec_view(const transport::PathStats& s) {
+  return nlohmann::ordered_json{{"k", s.fec_k},
+                                {"m", s.fec_m},
+                                {"source_packets", s.fec_source_packets},
+                                {"repair_packets", s.fec_repair_sent},
+                                {"repair_bytes", s.fec_repair_bytes},
+                                {"recovered_packets", s.fec_recovered}};
+}
+
 }  // namespace
 
 // One path of a peer as `rowanctl links` lists it: the link, its socket or
@@ -48,7 +59,8 @@ nlohmann::ordered_json Gateway::path_summary(const PeerState& p) const {
                     {"srtt_s", s.srtt.seconds()},
                     {"cwnd_bytes", s.cwnd},
                     {"bytes_sent", s.bytes_sent},
-                    {"bytes_received", s.bytes_received}});
+                    {"bytes_received", s.bytes_received},
+                    {"fec", fec_view(s)}});
   }
   return out;
 }
@@ -93,6 +105,9 @@ nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& pa
   v["retransmitted_packets"] = s.retransmitted_packets;
   v["downs"] = s.downs;
   v["ups"] = s.ups;
+  v["keepalives"] = s.keepalives_sent;
+  v["probes_sent"] = s.probes_sent;
+  v["fec"] = fec_view(s);
   if (path.secure) v["session"] = path.secure->peer_up(now) ? "up" : "down";
   // udp_uring.h: segmentation offload of the link's socket (its own, or the
   // one the peers of a shared link use).
@@ -257,6 +272,13 @@ nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
         {"lost_packets", s.lost_packets},
         {"ptos", s.ptos},
         {"rtos", s.rtos},
+        {"fec", J{{"mode", p.cfg.fec ? "auto" : "off"},
+                  {"max_overhead", p.cfg.fec_max_overhead},
+                  {"source_packets", s.fec_source_packets},
+                  {"repair_packets", s.fec_repair_sent},
+                  {"repair_bytes", s.fec_repair_bytes},
+                  {"recovered_packets", s.fec_recovered},
+                  {"unrecoverable_blocks", s.fec_unrecoverable}}},
         {"send_buffer_used_bytes", s.send_buffer_used},
         {"send_buffer_capacity_bytes", s.send_buffer_capacity},
         {"send_buffer_budget_bytes", p.conn->send_buffer_capacity()},

@@ -114,6 +114,11 @@ void sum_path(PathMetrics& a, const PathMetrics& b) {
   a.ptos += b.ptos;
   a.downs += b.downs;
   a.ups += b.ups;
+  a.keepalives += b.keepalives;
+  a.fec_source_packets += b.fec_source_packets;
+  a.fec_repair_packets += b.fec_repair_packets;
+  a.fec_repair_bytes += b.fec_repair_bytes;
+  a.fec_recovered += b.fec_recovered;
 }
 
 // `from`'s entries into `into`: one with the same peer and link is added by
@@ -157,6 +162,11 @@ void sum_peer(PeerMetrics& a, const PeerMetrics& b) {
   a.rtos += b.rtos;
   a.spurious_losses += b.spurious_losses;
   a.ecn_marks += b.ecn_marks;
+  a.fec_source_packets += b.fec_source_packets;
+  a.fec_repair_packets += b.fec_repair_packets;
+  a.fec_repair_bytes += b.fec_repair_bytes;
+  a.fec_recovered += b.fec_recovered;
+  a.fec_unrecoverable += b.fec_unrecoverable;
   a.handshakes += b.handshakes;
   a.rekeys += b.rekeys;
   a.peer_restarts += b.peer_restarts;
@@ -269,6 +279,14 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
+
+// A counter family whose value is a member of M (the tables below).
+template <class M>
+struct CounterOf {
+  const char* name;
+  const char* help;
+  uint64_t M::*value;
+};
 
 class Collector final : public prometheus::Collectable {
  public:
@@ -539,6 +557,21 @@ class Collector final : public prometheus::Collectable {
     f.counter("rowan_peer_retransmitted_bytes_total", "Stream bytes sent again.", l,
               d(p.retransmitted_bytes));
     f.counter("rowan_peer_lost_packets_total", "Packets declared lost.", l, d(p.lost_packets));
+    static const CounterOf<PeerMetrics> kFec[] = {
+        {"rowan_peer_fec_source_packets_total",
+         "Data packets sent as FEC source symbols, all paths.", &PeerMetrics::fec_source_packets},
+        {"rowan_peer_fec_repair_packets_total", "FEC repair packets sent, all paths.",
+         &PeerMetrics::fec_repair_packets},
+        {"rowan_peer_fec_repair_bytes_total", "Wire bytes of FEC repair packets sent.",
+         &PeerMetrics::fec_repair_bytes},
+        {"rowan_peer_fec_recovered_packets_total",
+         "The peer's packets rebuilt from repair symbols (not retransmitted).",
+         &PeerMetrics::fec_recovered},
+        {"rowan_peer_fec_unrecoverable_blocks_total",
+         "FEC blocks given up with source packets missing (retransmission repairs them).",
+         &PeerMetrics::fec_unrecoverable},
+    };
+    for (const auto& c : kFec) f.counter(c.name, c.help, l, d(p.*c.value));
     f.counter("rowan_peer_spurious_losses_total", "Packets declared lost and acknowledged later.",
               l, d(p.spurious_losses));
     f.counter("rowan_peer_loss_events_total",
@@ -643,12 +676,7 @@ class Collector final : public prometheus::Collectable {
     };
     for (const PeerMetrics& p : peers) config(p.link, p.link_rate, p.link_rtt);
     for (const PathMetrics& p : paths) config(p.link, p.link_rate, p.link_rtt);
-    struct Counter {
-      const char* name;
-      const char* help;
-      uint64_t PeerMetrics::*value;
-    };
-    static const Counter kCounters[] = {
+    static const CounterOf<PeerMetrics> kCounters[] = {
         {"rowan_link_transmit_packets_total", "Datagrams sent on the WAN link to the peer.",
          &PeerMetrics::link_tx_packets},
         {"rowan_link_transmit_bytes_total", "Bytes sent on the WAN link to the peer.",
@@ -669,7 +697,7 @@ class Collector final : public prometheus::Collectable {
     };
     for (const PeerMetrics& p : peers) {
       const Labels ll{{"peer", p.peer}, {"link", p.link}};
-      for (const Counter& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
+      for (const auto& c : kCounters) f.counter(c.name, c.help, ll, d(p.*c.value));
     }
   }
 
@@ -702,6 +730,29 @@ class Collector final : public prometheus::Collectable {
               "Packets on the path that carried retransmitted stream data.", l,
               d(p.retransmitted_packets));
     f.counter("rowan_path_probe_timeouts_total", "Probe timeouts on the path.", l, d(p.ptos));
+    f.counter("rowan_path_keepalives_total",
+              "PINGs sent on the path while it was up and idle (its liveness measured).", l,
+              d(p.keepalives));
+    static const CounterOf<PathMetrics> kFec[] = {
+        {"rowan_path_fec_source_packets_total",
+         "Data packets sent on the path as FEC source symbols.", &PathMetrics::fec_source_packets},
+        {"rowan_path_fec_repair_packets_total", "FEC repair packets sent on the path.",
+         &PathMetrics::fec_repair_packets},
+        {"rowan_path_fec_repair_bytes_total", "Wire bytes of FEC repair packets sent on the path.",
+         &PathMetrics::fec_repair_bytes},
+        {"rowan_path_fec_recovered_packets_total",
+         "Packets the peer sent on the path that were rebuilt from repair symbols.",
+         &PathMetrics::fec_recovered},
+    };
+    for (const auto& c : kFec) f.counter(c.name, c.help, l, d(p.*c.value));
+    const double k = p.fec_k, m = p.fec_m;
+    f.gauge("rowan_path_fec_code_rate",
+            "Current FEC code rate of the path, k / (k + m); 1 while it is not coded.", l,
+            p.fec_k > 0 ? k / (k + m) : 1.0);
+    f.gauge("rowan_path_fec_block_source_packets",
+            "Source packets per FEC block at the current code rate (0: not coding).", l, k);
+    f.gauge("rowan_path_fec_block_repair_packets",
+            "Repair packets per FEC block at the current code rate (0: not coding).", l, m);
     f.counter("rowan_path_transitions_total", "Times the path went down or came back up.",
               {{"peer", p.peer}, {"link", p.link}, {"to", "down"}}, d(p.downs));
     f.counter("rowan_path_transitions_total", "Times the path went down or came back up.",

@@ -55,6 +55,10 @@ struct PeerMetrics {
   uint64_t retransmitted_packets = 0, retransmitted_bytes = 0;
   uint64_t lost_packets = 0, loss_events = 0, ptos = 0, rtos = 0, spurious_losses = 0;
   uint64_t ecn_marks = 0;  ///< CE marks the gateway applied to this peer's flows
+  // Forward error correction over all the peer's paths (docs/wan-transport.md).
+  uint64_t fec_source_packets = 0, fec_repair_packets = 0, fec_repair_bytes = 0;
+  uint64_t fec_recovered = 0;      ///< the peer's packets rebuilt from repair symbols
+  uint64_t fec_unrecoverable = 0;  ///< blocks given up with sources missing
   // Link security (docs/link-security.md); all zero on an insecure link.
   uint64_t handshakes = 0, rekeys = 0, peer_restarts = 0, transport_resets = 0;
   // Outages (peer_health.h): silences longer than PeerHealth::kDeadAfter.
@@ -88,6 +92,11 @@ struct PathMetrics {
   uint64_t sent_packets = 0, sent_bytes = 0, received_packets = 0, received_bytes = 0;
   uint64_t lost_packets = 0, retransmitted_packets = 0, ptos = 0;
   uint64_t downs = 0, ups = 0;  ///< transitions to down and back up
+  uint64_t keepalives = 0;      ///< PINGs sent while up and idle
+  // Forward error correction on the path.
+  uint64_t fec_source_packets = 0, fec_repair_packets = 0, fec_repair_bytes = 0;
+  uint64_t fec_recovered = 0;
+  uint32_t fec_k = 0, fec_m = 0;  ///< current code rate (k = 0: not coding)
 };
 
 /// A DPDK port (rte_eth_stats).

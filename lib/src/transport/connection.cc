@@ -577,6 +577,7 @@ void Connection::apply_recovered(Path& space, std::span<const uint8_t> packet,
   wire::parse_frames(frames, flen, cfg_.elide_payload, a);
   record_received_pn(space, pn, v.ack_eliciting, now);
   ++stats_.fec_recovered;
+  ++space.stats.fec_recovered;
 }
 
 void Connection::record_received_pn(Path& space, uint64_t pn, bool ack_eliciting, TimePoint now) {
@@ -702,6 +703,8 @@ const PathStats& Connection::path_stats(PathId id) noexcept {
   st.pacing_rate = path.cc->pacing_rate();
   st.btlbw = path.rate.btlbw();
   st.bytes_in_flight = path.bytes_in_flight;
+  st.fec_k = static_cast<uint32_t>(path.fec->rate().k);
+  st.fec_m = static_cast<uint32_t>(path.fec->rate().m);
   st.memory = sizeof(Path) + path.sent_ring.capacity() * sizeof(SentPacket) +
               path.unacked_holes.memory() + path.lost_pns.memory() + path.recv_pns.memory();
   return st;

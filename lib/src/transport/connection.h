@@ -114,6 +114,15 @@ struct TransportConfig {
   /// A down path is probed with a PING after one PTO, then at doubling
   /// intervals capped at this; the first ACK of a probe brings it back.
   Duration path_probe_max = Duration::from_ms(500);
+  /// With several paths, an up path that has sent nothing ack-eliciting for
+  /// this long sends a keepalive PING (outside its flight and its CC), so a
+  /// cut link goes down even when idle: within path_keepalive +
+  /// max(3 × srtt, path_down_floor) of the cut. An unanswered keepalive is
+  /// repeated every max(path_keepalive / 4, one PTO) until an ACK or the
+  /// down deadline. A path the peer never acknowledged is not judged on
+  /// keepalives (its gateway starting, the link's handshake under way).
+  /// Zero: no keepalive (an idle path is never judged).
+  Duration path_keepalive = Duration::from_ms(100);
   bool integrity_check = true;  ///< CRC-32C in the tag room while unencrypted
   bool elide_payload = false;   ///< simulator only: STREAM bytes counted, not carried
   /// Forward error correction: adaptive (the default) codes a lossy path's
@@ -143,10 +152,18 @@ struct PathStats {
   uint64_t bytes_received = 0;
   uint64_t ptos = 0;
   uint64_t rtos = 0;
-  uint64_t probes_sent = 0;  ///< PINGs sent while down
-  uint64_t downs = 0;        ///< transitions to down
-  uint64_t ups = 0;          ///< transitions back to up
-  Bytes memory = 0;          ///< what the path's own state holds (sent-packet ring included)
+  uint64_t probes_sent = 0;      ///< PINGs sent while down
+  uint64_t keepalives_sent = 0;  ///< PINGs sent while up and idle (path_keepalive)
+  uint64_t downs = 0;            ///< transitions to down
+  uint64_t ups = 0;              ///< transitions back to up
+  Bytes memory = 0;              ///< what the path's own state holds (sent-packet ring included)
+  // Forward error correction on this path (ConnStats has the totals).
+  uint64_t fec_source_packets = 0;  ///< data packets sent as FEC source symbols
+  uint64_t fec_repair_sent = 0;     ///< REPAIR packets sent
+  uint64_t fec_repair_bytes = 0;    ///< their wire bytes
+  uint64_t fec_recovered = 0;       ///< the peer's packets of this index rebuilt from repair
+  uint32_t fec_k = 0;               ///< current code rate (0: not coding)
+  uint32_t fec_m = 0;
 };
 
 /// Counters and gauges of a connection: rowand exports them per peer
@@ -430,6 +447,9 @@ class Connection {
     bool rto_since_ack = false;  ///< an RTO emptied the flight: a new flight is no fresh start
     TimePoint next_probe = TimePoint::infinite();  ///< down: when the next PING leaves
     Duration probe_interval;
+    bool keepalive_pending = false;     ///< up and idle: the next poll_send sends a PING
+    bool keepalive_unanswered = false;  ///< a keepalive left and nothing was acked since
+    TimePoint last_keepalive;
     // The peer's packet-number space of this index (our ACKs).
     IntervalSet recv_pns{wire::kMaxAckRanges + 1};
     uint64_t recv_floor = 0;
@@ -473,8 +493,9 @@ class Connection {
   /// Declares everything in flight on `path` lost and tells its CC (on_rto).
   void lose_flight(Path& path, TimePoint now);
   Duration pto_base(const Path& path) const;
-  Duration backed_off_pto(const Path& path) const;  ///< pto_base × 2^pto_count, capped by max_pto
-  TimePoint down_deadline(const Path& path) const;  ///< infinite when it cannot go down
+  Duration backed_off_pto(const Path& path) const;   ///< pto_base × 2^pto_count, capped by max_pto
+  TimePoint down_deadline(const Path& path) const;   ///< infinite when it cannot go down
+  TimePoint keepalive_time(const Path& path) const;  ///< infinite when none is due
   void declare_down(Path& path, TimePoint now);
   void bring_up(Path& path, TimePoint now);
   void push_path_event(const Path& path, TimePoint now);
@@ -496,7 +517,7 @@ class Connection {
   size_t build_repair_packet(OutDatagram& out, Path& path, TimePoint now);
   /// Seals the packet being built on `path` (header, tag) and records it as sent.
   size_t finish_packet(OutDatagram& out, Path& path, SentPacket& sp, size_t frames_len,
-                       Bytes elided, bool eliciting, bool retx, TimePoint now);
+                       Bytes elided, bool eliciting, bool retx, bool keepalive, TimePoint now);
   bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
                           Bytes* payload_bytes);
   void fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint now) const;

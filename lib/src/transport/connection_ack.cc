@@ -33,6 +33,10 @@ void Connection::trim_sent(Path& path, TimePoint now) {
   while (path.first_pn < path.next_pn) {
     SentPacket& p = path.sent(path.first_pn);
     if (p.state == PacketState::kInFlight) break;
+    // A PING outside the flight (a down path's probe, an idle path's
+    // keepalive) waits for its ACK, a sign of life, as long as a lost packet
+    // waits for a late one: ACKs crossing it must not retire it first.
+    if (p.state == PacketState::kProbe && now - p.sent_time < retire) break;
     if (p.state == PacketState::kLost) {
       if (now - p.sent_time < retire) break;
       path.lost_pns.remove_below(path.first_pn + 1);
@@ -232,6 +236,7 @@ void Connection::apply_ack(const wire::AckFrame& a, TimePoint now) noexcept {
 
   if (acked_packets > 0 || probe_acked) {
     path.ack_wait_from = now;
+    path.keepalive_unanswered = false;
     path.rto_since_ack = false;
     path.stats.packets_acked += acked_packets;
     path.stats.bytes_acked += acked_bytes;
@@ -362,10 +367,27 @@ void Connection::on_rto(Path& path, TimePoint now) {
 // ---------------------------------------------------------------------------
 // Path failover
 
+// A path is judged on its keepalives only once it has been acknowledged at
+// all: until the peer answers (its gateway starting, the link's handshake),
+// silence says nothing about the link.
 TimePoint Connection::down_deadline(const Path& path) const {
-  if (up_paths_ < 2 || path.state != PathState::kUp || path.ack_eliciting_in_flight == 0)
+  if (up_paths_ < 2 || path.state != PathState::kUp ||
+      (path.ack_eliciting_in_flight == 0 && !(path.keepalive_unanswered && path.any_acked)))
     return TimePoint::infinite();
   return path.ack_wait_from + std::max(path.rtt.smoothed() * 3, cfg_.path_down_floor);
+}
+
+// An up path of several with nothing ack-eliciting in flight is kept
+// measured: a PING after path_keepalive of silence, repeated sooner while
+// unanswered (a single lost PING or ACK must not take the path down).
+TimePoint Connection::keepalive_time(const Path& path) const {
+  if (closed_ || paths_.size() < 2 || cfg_.path_keepalive.is_zero() ||
+      path.state != PathState::kUp || path.ack_eliciting_in_flight > 0 || path.probes_pending > 0 ||
+      path.keepalive_pending)
+    return TimePoint::infinite();
+  if (path.keepalive_unanswered)
+    return path.last_keepalive + std::max(cfg_.path_keepalive / 4, pto_base(path));
+  return std::max(path.last_ack_eliciting_sent, path.last_keepalive) + cfg_.path_keepalive;
 }
 
 void Connection::declare_down(Path& path, TimePoint now) {
@@ -377,6 +399,8 @@ void Connection::declare_down(Path& path, TimePoint now) {
   lose_flight(path, now);
   path.pto_count = 0;
   path.probes_pending = 0;
+  path.keepalive_pending = false;
+  path.keepalive_unanswered = false;
   path.probe_interval = pto_base(path);
   path.next_probe = now + path.probe_interval;
   push_path_event(path, now);
@@ -389,6 +413,7 @@ void Connection::bring_up(Path& path, TimePoint now) {
   path.next_probe = TimePoint::infinite();
   path.pto_count = 0;
   path.ack_wait_from = now;
+  path.last_keepalive = now;
   path.idle_reported = false;
   push_path_event(path, now);
 }
@@ -429,6 +454,7 @@ void Connection::on_timeout(TimePoint now) noexcept {
       declare_down(path, now);
       continue;
     }
+    if (keepalive_time(path) <= now) path.keepalive_pending = true;
     if (path.ack_eliciting_in_flight > 0 && path.probes_pending == 0) {
       if (path.last_ack_eliciting_sent + backed_off_pto(path) <= now) on_pto(path, now);
     }
@@ -442,7 +468,7 @@ TimePoint Connection::next_timeout() const noexcept {
   const bool data = has_stream_data() || has_control_data();
   for (const auto& pp : paths_) {
     const Path& path = *pp;
-    if (path.probes_pending > 0) return TimePoint::zero();
+    if (path.probes_pending > 0 || path.keepalive_pending) return TimePoint::zero();
     if (path.unacked_eliciting > 0) t = std::min(t, path.ack_deadline);
     t = std::min(t, path.loss_time);
     if (path.state == PathState::kDown) {
@@ -451,8 +477,8 @@ TimePoint Connection::next_timeout() const noexcept {
     }
     if (path.ack_eliciting_in_flight > 0) {
       t = std::min(t, path.last_ack_eliciting_sent + backed_off_pto(path));
-      t = std::min(t, down_deadline(path));
     }
+    t = std::min({t, down_deadline(path), keepalive_time(path)});
     if (path.fec->repair_due()) t = std::min(t, path.pacer.release_time());
     if (data && !path.held &&
         (path.bytes_in_flight == 0 ||

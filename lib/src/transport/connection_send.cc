@@ -161,6 +161,10 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   bool retx = false;
   Bytes elided = 0;
   const bool up = path.state == PathState::kUp;
+  // A keepalive of an idle up path (path_keepalive) is a bare PING, like a
+  // down path's probe: outside the path's flight and its controller.
+  const bool keepalive =
+      probe && !allow_data && up && path.keepalive_pending && path.probes_pending == 0;
 
   // ACKs of the spaces whose packets arrive on this path. With ELIDED
   // payload the buffer, not the datagram, bounds them: leave room for the
@@ -189,7 +193,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
     w.close(close_code_);
     close_pending_ = false;
   }
-  if ((allow_data || probe) && !closed_ && up) {
+  if ((allow_data || (probe && !keepalive)) && !closed_ && up) {
     if (max_data_pending_ && w.room() >= wire::kMaxDataFrameSize) {
       w.max_data(max_data_advertised_);
       max_data_pending_ = false;
@@ -234,8 +238,9 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
     sp.fec_source = true;
     sp.fec_block = block;
     ++stats_.fec_source_packets;
+    ++path.stats.fec_source_packets;
   }
-  return finish_packet(out, path, sp, w.size(), elided, eliciting, retx, now);
+  return finish_packet(out, path, sp, w.size(), elided, eliciting, retx, keepalive, now);
 }
 
 size_t Connection::build_repair_packet(OutDatagram& out, Path& path, TimePoint now) {
@@ -256,14 +261,17 @@ size_t Connection::build_repair_packet(OutDatagram& out, Path& path, TimePoint n
   sp.fec_repair = true;
   wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
   const size_t extra = path.fec->write_repair(w, pn, now);
-  const size_t len = finish_packet(out, path, sp, w.size(), extra, true, false, now);
+  const size_t len = finish_packet(out, path, sp, w.size(), extra, true, false, false, now);
   ++stats_.fec_repair_sent;
   stats_.fec_repair_bytes += out.wire_len;
+  ++path.stats.fec_repair_sent;
+  path.stats.fec_repair_bytes += out.wire_len;
   return len;
 }
 
 size_t Connection::finish_packet(OutDatagram& out, Path& path, SentPacket& sp, size_t frames_len,
-                                 Bytes elided, bool eliciting, bool retx, TimePoint now) {
+                                 Bytes elided, bool eliciting, bool retx, bool keepalive,
+                                 TimePoint now) {
   const uint64_t pn = path.next_pn;
   const bool up = path.state == PathState::kUp;
   wire::Header h;
@@ -296,9 +304,20 @@ size_t Connection::finish_packet(OutDatagram& out, Path& path, SentPacket& sp, s
     ++path.stats.probes_sent;
     return out.len;
   }
+  // The wait for an ACK starts with the first ack-eliciting packet the path
+  // has out (data, or an unanswered keepalive).
+  const bool waiting = path.ack_eliciting_in_flight > 0 || path.keepalive_unanswered;
+  if (keepalive) {
+    sp.state = PacketState::kProbe;
+    ++path.stats.keepalives_sent;
+    if (!waiting && !path.rto_since_ack) path.ack_wait_from = now;
+    path.keepalive_unanswered = true;
+    path.last_keepalive = now;
+    return out.len;
+  }
   sp.state = PacketState::kInFlight;
   sp.rate = path.rate.on_sent(now, path.bytes_in_flight);
-  if (path.ack_eliciting_in_flight == 0 && !path.rto_since_ack) path.ack_wait_from = now;
+  if (!waiting && !path.rto_since_ack) path.ack_wait_from = now;
   path.bytes_in_flight += out.wire_len;
   ++path.ack_eliciting_in_flight;
   path.last_ack_eliciting_sent = now;
@@ -375,7 +394,7 @@ Connection::Path* Connection::pick_data_path(TimePoint now) noexcept {
 Connection::Path* Connection::pick_control_path(TimePoint now) noexcept {
   for (const auto& pp : paths_) {
     Path& path = *pp;
-    if (path.probes_pending > 0) return &path;
+    if (path.probes_pending > 0 || path.keepalive_pending) return &path;
     if (ack_due(path, now)) return paths_[path.ack_return].get();
   }
   if (close_pending_) return &primary();
@@ -416,9 +435,10 @@ size_t Connection::poll_send(std::span<OutDatagram> out, TimePoint now) noexcept
     const bool allow = path != nullptr;
     if (path == nullptr) path = pick_control_path(now);
     if (path == nullptr) break;
-    const bool probe = path->probes_pending > 0;
+    const bool probe = path->probes_pending > 0 || path->keepalive_pending;
     if (build_packet(out[n], *path, now, allow, probe) == 0) break;
-    if (probe) --path->probes_pending;
+    if (path->probes_pending > 0) --path->probes_pending;
+    path->keepalive_pending = false;  // sent, or superseded by what this packet carried
     ++n;
   }
   if (!has_stream_data()) {

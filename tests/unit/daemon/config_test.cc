@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "crypto/keys.h"
+#include "fec/policy.h"
 #include "registry.h"
 #include "tools/paths.h"
 #include "tools/temp_dir.h"
@@ -292,6 +293,42 @@ TEST(ConfigStartupChecks, EndpointsGiveOnePerLinkInOrder) {
   EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"198.19.1.2\"", 1),
                         "198.19.1.2:47910 is already the endpoint of the peer at"))
       << ::testing::PrintToString(errors_of(bad));
+}
+
+// peer.fec and peer.fec_max_overhead: adaptive FEC at the transport's cap
+// by default, "off" for selective repeat alone; bad values are errors at
+// their position.
+TEST(ConfigStartupChecks, PeerFecKeys) {
+  const std::string peer_end = "endpoint = \"198.19.0.2\"\n";
+  auto with = [&](const std::string& keys) {
+    std::string t = kBase;
+    t.insert(t.find(peer_end) + peer_end.size(), keys);
+    return t;
+  };
+  const GatewayConfig def = parse_config(kBase, "gw.toml");
+  EXPECT_TRUE(def.peers[0].fec);
+  EXPECT_EQ(def.peers[0].fec_max_overhead, fec::PolicyConfig{}.max_overhead);
+  const GatewayConfig off =
+      parse_config(with("fec = \"off\"\nfec_max_overhead = 0.05\n"), "gw.toml");
+  EXPECT_FALSE(off.peers[0].fec);
+  EXPECT_EQ(off.peers[0].fec_max_overhead, 0.05);
+  EXPECT_EQ(parse_config(to_toml(off), "again.toml").peers, off.peers);
+  EXPECT_TRUE(parse_config(with("fec = \"auto\"\n"), "gw.toml").peers[0].fec);
+  std::string bad = with("fec = \"on\"\n");
+  EXPECT_TRUE(
+      has_error(errors_of(bad), where(bad, "\"on\""), "peer.fec: 'on' is not \"auto\" or \"off\""))
+      << ::testing::PrintToString(errors_of(bad));
+  bad = with("fec = true\n");
+  EXPECT_TRUE(
+      has_error(errors_of(bad), where_after(bad, "fec = ", "true"), "peer.fec: expected a string"));
+  bad = with("fec_max_overhead = 2.0\n");
+  EXPECT_TRUE(
+      has_error(errors_of(bad), where(bad, "2.0"), "peer.fec_max_overhead: 2 is outside [0.01, 1]"))
+      << ::testing::PrintToString(errors_of(bad));
+  bad = with("fec_max_overhead = \"lots\"\n");
+  EXPECT_TRUE(has_error(errors_of(bad), where(bad, "\"lots\""), "peer.fec_max_overhead"));
+  // A change of either needs a restart (the peer's transport is built with it).
+  EXPECT_EQ(reload_blockers(def, off), std::vector<std::string>{"[[peer]]"});
 }
 
 // rowand has no "direct" mode: it would drop every packet of such a route.

@@ -56,6 +56,9 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   m.lcores = 1;
   m.drops.assign(3, 0);
   m.peers.push_back(peer_on("site-b", "wan0", 10));
+  m.peers.back().fec_repair_packets = 15;
+  m.peers.back().fec_repair_bytes = 15 * 1472;
+  m.peers.back().fec_recovered = 3;
   m.peers.push_back(peer_on("site-c", "wan0", 20));
   m.peers.push_back(peer_on("site-d", "wan1", 30));
   m.routes.push_back({"198.18.2.0/24", "site-b", "passthrough", 1});
@@ -71,6 +74,12 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
     pm.link_rate = BitsPerSec::from_mbps(50);
     pm.sent_bytes = 1000 + idx;
     pm.downs = idx;
+    pm.keepalives = 40 + idx;
+    pm.fec_repair_packets = 7 + idx;
+    pm.fec_repair_bytes = (7 + idx) * 1472;
+    pm.fec_recovered = 3 * idx;
+    pm.fec_k = idx == 1 ? 16 : 0;  // site-b's wan2 is coded at (16, 2)
+    pm.fec_m = idx == 1 ? 2 : 0;
     m.paths.push_back(pm);
   }
   m.workers.push_back({0, Duration::from_s(2), Duration::from_s(8), 0.25});
@@ -95,6 +104,27 @@ TEST(MetricsRender, EverySeriesIsUniqueWhenTwoPeersShareALink) {
   EXPECT_EQ(value_of(text, R"(rowan_path_transitions_total{peer="site-b",link="wan2",to="down"})"),
             1);
   EXPECT_EQ(value_of(text, R"(rowan_link_capacity_bytes_per_second{link="wan2"})"), 6.25e6);
+  // FEC per peer and per path, and the current code rate.
+  EXPECT_EQ(value_of(text, R"(rowan_peer_fec_repair_packets_total{peer="site-b",link="wan0"})"),
+            15);
+  EXPECT_EQ(value_of(text, R"(rowan_peer_fec_repair_bytes_total{peer="site-b",link="wan0"})"),
+            15 * 1472);
+  EXPECT_EQ(value_of(text, R"(rowan_peer_fec_recovered_packets_total{peer="site-b",link="wan0"})"),
+            3);
+  EXPECT_EQ(value_of(text, R"(rowan_peer_fec_repair_packets_total{peer="site-c",link="wan0"})"), 0);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_repair_packets_total{peer="site-b",link="wan2"})"), 8);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_repair_bytes_total{peer="site-b",link="wan2"})"),
+            8 * 1472);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_recovered_packets_total{peer="site-b",link="wan2"})"),
+            3);
+  EXPECT_DOUBLE_EQ(value_of(text, R"(rowan_path_fec_code_rate{peer="site-b",link="wan2"})"),
+                   16.0 / 18.0);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_source_packets{peer="site-b",link="wan2"})"),
+            16);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_repair_packets{peer="site-b",link="wan2"})"), 2);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_code_rate{peer="site-b",link="wan0"})"), 1);
+  EXPECT_EQ(value_of(text, R"(rowan_path_fec_block_repair_packets{peer="site-c",link="wan0"})"), 0);
+  EXPECT_EQ(value_of(text, R"(rowan_path_keepalives_total{peer="site-c",link="wan0"})"), 40);
   EXPECT_EQ(value_of(text, R"(rowan_worker_busy_seconds_total{worker="0"})"), 2);
   EXPECT_EQ(value_of(text, R"(rowan_worker_idle_seconds_total{worker="0"})"), 8);
   EXPECT_EQ(value_of(text, R"(rowan_worker_busy_ratio{worker="0"})"), 0.25);

@@ -221,6 +221,102 @@ TEST(Multipath, TheLastUpPathIsNeverDeclaredDown) {
   EXPECT_EQ(t.reader.bad, 0U);
 }
 
+TEST(Multipath, AnIdleCutPathGoesDownAndComesBackUp) {
+  TransportConfig c = multi_config({Duration::from_ms(20), Duration::from_ms(20)}, 20'000'000);
+  MultiPair p(c, {Duration::from_ms(10), Duration::from_ms(10)});
+  // No traffic at all: every path is kept measured by keepalives, timer-driven.
+  int steps = 0;
+  p.on_step = [&] { ++steps; };
+  p.run_until([] { return false; }, Duration::from_s(2));
+  for (uint16_t i = 0; i < 2; ++i) {
+    const transport::PathStats& s = p.a.path_stats(PathId{i});
+    EXPECT_EQ(s.state, PathState::kUp);
+    EXPECT_GE(s.keepalives_sent, 15U);  // one per 100 ms of silence
+    EXPECT_LE(s.keepalives_sent, 21U);
+    EXPECT_GT(s.packets_received, 10U);  // the peer's ACKs (and keepalives)
+    EXPECT_NEAR(s.srtt.seconds(), 0.020, 0.002);
+    EXPECT_EQ(s.bytes_in_flight, 0U);
+  }
+  EXPECT_EQ(p.a.stats().lost_packets, 0U);
+  EXPECT_LT(steps, 1000);  // a few wake-ups per keepalive, not a spin
+  PathEvent ev;
+  EXPECT_FALSE(p.a.next_path_event(&ev));
+  auto both_ends = [&](PathState st) {  // path 1 in `st` at both ends
+    return p.a.path_stats(PathId{1}).state == st && p.b.path_stats(PathId{1}).state == st;
+  };
+  // Cut path 1 while idle: down within path_keepalive + max(3 x srtt, floor).
+  p.set_path(1, false);
+  const TimePoint cut = p.clock.now();
+  ASSERT_TRUE(p.run_until([&] { return both_ends(PathState::kDown); }, Duration::from_s(2)));
+  const Duration bound = c.path_keepalive + std::max(Duration::from_ms(60), c.path_down_floor);
+  EXPECT_LE((p.clock.now() - cut).seconds(), bound.seconds() + 0.002);
+  EXPECT_EQ(p.a.path_stats(PathId{0}).state, PathState::kUp);
+  ASSERT_TRUE(p.a.next_path_event(&ev));
+  EXPECT_EQ(ev.path, PathId{1});
+  EXPECT_EQ(ev.state, PathState::kDown);
+  // Stays down, logged once, probed at a bounded interval.
+  p.run_until([] { return false; }, Duration::from_s(3));
+  EXPECT_FALSE(p.a.next_path_event(&ev));
+  EXPECT_EQ(p.a.path_stats(PathId{1}).downs, 1U);
+  EXPECT_GE(p.a.path_stats(PathId{1}).probes_sent, 5U);
+  // Back: up within path_probe_max and a round trip.
+  p.set_path(1, true);
+  const TimePoint healed = p.clock.now();
+  ASSERT_TRUE(p.run_until([&] { return both_ends(PathState::kUp); }, Duration::from_s(2)));
+  EXPECT_LE((p.clock.now() - healed).seconds(), c.path_probe_max.seconds() + 0.025);
+  ASSERT_TRUE(p.a.next_path_event(&ev));
+  EXPECT_EQ(ev.state, PathState::kUp);
+  EXPECT_FALSE(p.a.next_path_event(&ev));
+  EXPECT_EQ(p.a.path_stats(PathId{1}).ups, 1U);
+  // And it carries data again.
+  Bulk t(p, 2'000'000);
+  ASSERT_TRUE(t.run(Duration::from_s(10)));
+  EXPECT_EQ(t.reader.bad, 0U);
+}
+
+TEST(Multipath, KeepalivesOnALossyIdlePathDoNotFlapIt) {
+  TransportConfig c = multi_config({Duration::from_ms(20), Duration::from_ms(20)}, 20'000'000);
+  MultiPair p(c, {Duration::from_ms(10), Duration::from_ms(10)}, 7);
+  io::Impairment imp;
+  imp.delay = Duration::from_ms(10);
+  imp.loss = 0.1;  // one keepalive or ACK in ten lost, both directions
+  p.links[1]->set_impairment(0, imp);
+  p.links[1]->set_impairment(1, imp);
+  p.run_until([] { return false; }, Duration::from_s(30));
+  EXPECT_EQ(p.a.path_stats(PathId{1}).downs, 0U);
+  EXPECT_EQ(p.b.path_stats(PathId{1}).downs, 0U);
+  EXPECT_EQ(p.a.path_stats(PathId{1}).state, PathState::kUp);
+  // A keepalive is outside the path's flight: its loss is no loss of data
+  // and never reaches the controller.
+  EXPECT_EQ(p.a.stats().lost_packets, 0U);
+  EXPECT_EQ(p.a.stats().ptos, 0U);
+}
+
+// A path the peer never answered (its gateway not up yet) is not judged on
+// keepalives; once answered, it is.
+TEST(Multipath, AnUnansweredPathIsNotJudgedOnKeepalives) {
+  TransportConfig c = multi_config({Duration::from_ms(20), Duration::from_ms(20)}, 20'000'000);
+  MultiPair p(c, {Duration::from_ms(10), Duration::from_ms(10)});
+  p.set_path(1, false);
+  p.run_until([] { return false; }, Duration::from_s(2));
+  EXPECT_EQ(p.a.path_stats(PathId{1}).state, PathState::kUp);
+  EXPECT_EQ(p.a.path_stats(PathId{1}).downs, 0U);
+  EXPECT_GT(p.a.path_stats(PathId{1}).keepalives_sent, 5U);
+  p.set_path(1, true);
+  p.run_until([] { return false; }, Duration::from_ms(300));
+  p.set_path(1, false);
+  EXPECT_TRUE(p.run_until([&] { return p.a.path_stats(PathId{1}).state == PathState::kDown; },
+                          Duration::from_s(1)));
+}
+
+TEST(Multipath, OnePathSendsNoKeepalives) {
+  TransportConfig c = multi_config({Duration::from_ms(20)}, 20'000'000);
+  MultiPair p(c, {Duration::from_ms(10)});
+  p.run_until([] { return false; }, Duration::from_s(2));
+  EXPECT_EQ(p.a.path_stats(PathId{0}).keepalives_sent, 0U);
+  EXPECT_EQ(p.a.stats().packets_sent, 0U);
+}
+
 TEST(Multipath, AddPathAfterConstruction) {
   TransportConfig c = test_config(Bytes{256} * 1472, 20'000'000);
   FakeClock clock;
