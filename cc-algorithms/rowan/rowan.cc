@@ -14,6 +14,8 @@ constexpr uint32_t kMinCwndPackets = 4;
 // A loss ratio needs a few losses to mean anything (one loss in a 10-packet
 // first round is not a policer).
 constexpr uint64_t kMinHeavyLossPackets = 4;
+// Model mode's loss threshold per round (BBRv2's BBR_LOSS_THRESH, 2 %).
+constexpr double kModelLoss = 0.02;
 constexpr uint32_t kMaxVelocity = 8;
 constexpr uint32_t kMaxHeadroomTargets = 2;  // headroom ≤ 2 targets (and ≤ 1 RTT)
 constexpr uint32_t kTrialCycles = 8;         // model mode tries delay mode every 8 cycles ...
@@ -207,6 +209,8 @@ void Rowan::end_round(const AckEvent& ev) {
   const uint64_t pkts = round_acked_pkts_ + round_lost_pkts_;
   const bool heavy = round_lost_pkts_ >= kMinHeavyLossPackets &&
                      static_cast<double>(round_lost_pkts_) > config_.heavy_loss * pkts;
+  const bool lossy = round_lost_pkts_ >= kMinHeavyLossPackets &&
+                     static_cast<double>(round_lost_pkts_) > kModelLoss * pkts;
 
   switch (phase_) {
     case Phase::kStartup: {
@@ -253,7 +257,7 @@ void Rowan::end_round(const AckEvent& ev) {
       if (mode_ == Mode::kDelay) {
         delay_round(delivered, heavy);
       } else {
-        model_round();
+        model_round(delivered, lossy);
       }
       break;
   }
@@ -384,14 +388,34 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   }
 }
 
+Bytes Rowan::excess_bytes(Duration extra) const {
+  // Delay mode's inflight above the BDP (the headroom, a probe's excess) is
+  // time at the link's capacity, not at the flow's own rate: every flow on
+  // a bottleneck adds the same bytes per round. An increase proportional to
+  // the flow's own rate is multiplicative, and multiplicative increase with
+  // a common decrease leaves shares where they are; an equal additive
+  // increase converges them (Chiu and Jain, 1989; Swift's additive
+  // increase). For a flow alone the two are the same.
+  return capacity().bytes_in(extra);
+}
+
 Duration Rowan::max_headroom() const {
   // Enough for the flow's probes to find a faster path, never more than
   // the model mode's 2 BDPs.
   return std::min(target() * kMaxHeadroomTargets, rtt_or_hint());
 }
 
-void Rowan::model_round() {
-  // Random loss and a full competitor's buffer are not ours to cut for.
+void Rowan::model_round(BitsPerSec delivered, bool lossy) {
+  // A buffer-filler at a shallow buffer drops this flow's packets too: a
+  // round that loses more than BBRv2's 2 % brings the model down, as heavy
+  // loss does in delay mode. A flow that ignored those losses held 70 % of
+  // a 1-BDP buffer against one CUBIC flow, and CUBIC took every cut.
+  if (lossy) {
+    const BitsPerSec bw = std::min(bw_max_.get(), delivered).scaled(config_.loss_cut);
+    bw_max_.reset(std::max(bw, floor_rate()), bw_rounds_);
+  }
+  // Random loss (under 2 % a round) and a deep competitor's buffer are
+  // not ours to cut for.
   // The way back: the queue at target again in cruising rounds (probing
   // rounds and the drain after them make their own queue) ...
   if (cycle_idx_ >= 2 && queue_valid_ && queue_ <= target() && noise_ * 2 <= target()) {
@@ -456,7 +480,7 @@ void Rowan::advance_cycle(const AckEvent& ev) {
   if (cycle_idx_ == 0) {
     // Probe until in-flight reaches the probe's bound or there is loss, for
     // two round trips at most (an app-limited flow never reaches it).
-    const Bytes bound = mode_ == Mode::kDelay ? bdp(bw, 1.0) + bw.bytes_in(probe_extra_)
+    const Bytes bound = mode_ == Mode::kDelay ? bdp(bw, 1.0) + excess_bytes(probe_extra_)
                                               : bdp(bw, config_.probe_gain);
     next = ev.now - cycle_stamp_ > rtt * 2 ||
            (full_length && (ev.lost_bytes > 0 || ev.prior_in_flight >= bound));
@@ -469,7 +493,10 @@ void Rowan::advance_cycle(const AckEvent& ev) {
     // faster probes again at once, with twice the excess (a path that grew,
     // or a competitor that left, is found in a few rounds, as in startup).
     if (mode_ == Mode::kDelay && !probe_bw0_.is_zero()) {
-      const double grown = static_cast<double>(probe_extra_.ns()) / (2.0 * rtt.ns());
+      // The excess is bytes at the link's capacity, so a flow with a small
+      // share expects to grow by proportionally more.
+      const double grown = static_cast<double>(excess_bytes(probe_extra_)) /
+                           (2.0 * static_cast<double>(std::max(bw.bytes_in(rtt), mss_)));
       if (bw > probe_bw0_.scaled(1.0 + grown)) {
         probe_extra_ = std::min(probe_extra_ * 2, rtt / 4);
         cycle_idx_ = config_.probe_rounds - 1;
@@ -519,7 +546,7 @@ void Rowan::set_outputs() {
         // queue that no single flow's headroom can take away.
         const Bytes bdp1 = bdp(bw, 1.0);
         const Bytes slack = bw.bytes_in(spread_) + aggr + send_quantum();
-        const Bytes up = bw.bytes_in(extra);
+        const Bytes up = excess_bytes(extra);
         cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up;
       } else {
         const double gain = cycle_idx_ == 0   ? config_.probe_gain

@@ -115,7 +115,7 @@ class Rowan final : public CongestionController {
   void update_noise();
   void update_spread();
   void delay_round(BitsPerSec delivered, bool heavy);
-  void model_round();
+  void model_round(BitsPerSec delivered, bool lossy);
   void enter_steady(TimePoint now);
   void end_drain(TimePoint now);
   void enter_mode(Mode m, bool is_switch = true);
@@ -124,6 +124,7 @@ class Rowan final : public CongestionController {
   Bytes bdp(BitsPerSec rate, double gain) const;
   Duration rtt_or_hint() const;
   Duration max_headroom() const;
+  Bytes excess_bytes(Duration extra) const;
   BitsPerSec floor_rate() const;
 
   Config config_;

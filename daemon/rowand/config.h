@@ -70,6 +70,9 @@ struct WanLinkConfig {
   BitsPerSec rate = BitsPerSec::from_gbps(1);  ///< link capacity (BDP sizing, CC hints)
   Duration rtt = Duration::from_ms(20);        ///< expected base RTT (BDP sizing, first PTO)
   uint32_t mtu = 1500;                         ///< IP MTU of the long-haul path
+  /// udp backend: UDP GSO for sends and GRO for receives on the link's socket
+  /// (docs/gateway.md "The UDP WAN backend: segmentation offload").
+  bool offload = true;
   bool operator==(const WanLinkConfig&) const = default;
 };
 

@@ -342,6 +342,11 @@ void read_wan(TableReader& root, WanConfig& wan, std::vector<LinkPos>& link_pos,
     l.rate("rate", link.rate, BitsPerSec::from_bps(1000));
     l.duration("rtt", link.rtt, Duration::from_us(1), Duration::from_s(10));
     l.integer("mtu", link.mtu, link.bind.addr.version == 6 ? 1280 : 576, 9600);
+    if (const toml::node* off = l.get("offload")) {
+      if (link.backend != WanBackend::kUdp)
+        l.error(off, "offload", "is only used by the udp backend");
+    }
+    l.boolean("offload", link.offload);
     l.finish();
     wan.links.push_back(std::move(link));
     link_pos.push_back(lp);

@@ -273,6 +273,8 @@ PeerPath Gateway::open_path(const PeerConfig& pc, size_t i, const crypto::Key& p
     io::UdpUringOptions o;
     o.bind = io::UdpEndpoint::parse(bind.to_string());
     o.max_datagram = link.mtu - ip_hdr - 8;
+    o.gso = link.offload;
+    o.gro = link.offload;
     const io::UdpEndpoint peer_at = io::UdpEndpoint::parse(path.endpoint.to_string());
     if (link_users(link.name) == 1) {
       o.peer = peer_at;

@@ -94,6 +94,18 @@ nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& pa
   v["downs"] = s.downs;
   v["ups"] = s.ups;
   if (path.secure) v["session"] = path.secure->peer_up(now) ? "up" : "down";
+  // udp_uring.h: segmentation offload of the link's socket (its own, or the
+  // one the peers of a shared link use).
+  const io::UdpUringIo* sock = path.io                  ? path.io.get()
+                               : path.shared != nullptr ? &path.shared->mux().socket()
+                                                        : nullptr;
+  if (sock != nullptr) {
+    const io::UdpStats& us = sock->udp_stats();
+    v["offload"] = J{{"gso", sock->gso_enabled()},          {"gro", sock->gro_enabled()},
+                     {"gso_sends", us.tx_gso_sends},        {"gso_datagrams", us.tx_gso_datagrams},
+                     {"gso_fallbacks", us.gso_fallbacks},   {"gro_trains", us.rx_gro_trains},
+                     {"gro_datagrams", us.rx_gro_datagrams}};
+  }
   if (path.shared != nullptr) {  // wan_link_mux.h: the socket's, for every peer on it
     const UdpLinkMux& mux = path.shared->mux();
     J drops = J::object();

@@ -222,6 +222,37 @@ TEST(Sim, GilbertElliottLossHasTheStationaryRate) {
   EXPECT_NEAR(got, expected, expected * 0.4);
 }
 
+// The flagship's fairness cells (bench/cc-fairness, docs/cc-rowan.md): delay
+// mode's headroom and probe excess are bytes at the link's capacity, an
+// additive increase that is the same for every flow. When they were bytes at
+// the flow's own rate (a multiplicative increase) 8 staggered flows ended at
+// Jain 0.36 and a 10 ms flow got 1/2.06 of a 100 ms flow's rate.
+TEST(Sim, RowanFlowsConvergeToEqualShares) {
+  Scenario s = base(std::string(cc::kDefaultAlgorithm));
+  s.rate = BitsPerSec::from_mbps(200);
+  s.flows = 8;
+  s.stagger = Duration::from_s(1);
+  s.duration = Duration::from_s(40);
+  s.warmup = Duration::from_s(18);
+  const Result r = run(s);
+  EXPECT_GE(r.jain_index, 0.95);
+  EXPECT_GE(r.utilization, 0.9);
+}
+
+TEST(Sim, RowanSharesAcrossATenfoldRttSpread) {
+  Scenario s = base(std::string(cc::kDefaultAlgorithm));
+  s.rate = BitsPerSec::from_mbps(200);
+  s.flows = 2;
+  s.flow_rtts = {Duration::from_ms(10), Duration::from_ms(100)};
+  s.duration = Duration::from_s(40);
+  s.warmup = Duration::from_s(10);
+  const Result r = run(s);
+  ASSERT_EQ(r.flows.size(), 2U);
+  const double hi = std::max(r.flows[0].goodput_bps, r.flows[1].goodput_bps);
+  const double lo = std::min(r.flows[0].goodput_bps, r.flows[1].goodput_bps);
+  EXPECT_LE(hi, 2.0 * lo) << r.flows[0].goodput_bps << " (10 ms) vs " << r.flows[1].goodput_bps;
+}
+
 TEST(Sim, PerFlowRttsAndAlgorithms) {
   Scenario s = base("cubic");
   s.flows = 2;

@@ -156,6 +156,33 @@ TEST(Rowan, AQueueThatDoesNotAnswerSwitchesToTheModel) {
   EXPECT_EQ(r->mode(), Rowan::Mode::kDelay);
 }
 
+TEST(Rowan, ModelModeYieldsToLossAboveTwoPercentOnly) {
+  // In model mode against a buffer-filler, 1 % loss a round (random loss)
+  // leaves the rate alone; 5 % (a shallow buffer that the competitor
+  // overflows) brings the model down, as BBRv2's loss threshold does.
+  const BitsPerSec link = BitsPerSec::from_gbps(1);
+  const Duration base = Duration::from_ms(20);
+  Settled f(link, base);
+  Rowan* const r = f.r.get();
+  Driver& d = f.d;
+  const BitsPerSec share = BitsPerSec::from_mbps(500);
+  for (int i = 0; i < 32; ++i)
+    d.round_trip(std::min(r->pacing_rate(), share), Duration::from_ms(15));
+  ASSERT_EQ(r->mode(), Rowan::Mode::kModel);
+  // A round at 500 Mbit/s and 35 ms carries ~1,560 packets.
+  for (int i = 0; i < 8; ++i)
+    d.round_trip(std::min(r->pacing_rate(), share), Duration::from_ms(15), /*lost=*/15);
+  const BitsPerSec held = r->rate();
+  EXPECT_GE(held.bps(), share.bps() * 9 / 10) << "1 % is not congestion";
+  // The competitor overflows the buffer and takes more: without the loss
+  // response the windowed-max rate would hold 500 Mbit/s for 10 rounds.
+  const BitsPerSec squeezed = BitsPerSec::from_mbps(400);
+  for (int i = 0; i < 4; ++i)
+    d.round_trip(std::min(r->pacing_rate(), squeezed), Duration::from_ms(15), /*lost=*/80);
+  EXPECT_LE(r->rate().bps(), squeezed.bps()) << "5 % a round is";
+  EXPECT_EQ(r->mode(), Rowan::Mode::kModel);
+}
+
 TEST(Rowan, NoisyDelayDoesNotStarve) {
   // Every other round's least RTT is 3 ms late (a late host, jitter): noise
   // above any target takes the headroom, never the model's rate.

@@ -199,6 +199,26 @@ TEST(ConfigStartupChecks, KeyFileIsReadAsStartUpReadsIt) {
 
 // Several peers on one UDP link share its socket (wan_link_mux.h), each
 // with a route per prefix; a DPDK link's port carries one peer only.
+// A udp link's socket uses UDP GSO/GRO unless `offload = false`; a dpdk link
+// has no kernel socket, so the key is an error there.
+TEST(ConfigParse, UdpLinkOffloadIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(parse_config(kBase, "t.toml").wan.links.at(0).offload);
+  std::string text = kBase;
+  text.replace(text.find("bind = \"198.19.0.1:47910\""), 0, "offload = false\n");
+  EXPECT_FALSE(parse_config(text, "t.toml").wan.links.at(0).offload);
+  text.replace(text.find("offload = false"), 15, "offload = \"no\"");
+  auto errors = errors_of(text);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("offload"), std::string::npos) << errors[0];
+  text.replace(text.find("offload = \"no\""), 14,
+               "offload = true\nbackend = \"dpdk\"\ndevice = \"net_null0\"");
+  errors = errors_of(text);
+  EXPECT_TRUE(std::any_of(errors.begin(), errors.end(), [](const std::string& e) {
+    return e.find("offload") != std::string::npos &&
+           e.find("only used by the udp backend") != std::string::npos;
+  })) << ::testing::PrintToString(errors);
+}
+
 TEST(ConfigStartupChecks, PeersShareAUdpLinkButNotADpdkPort) {
   const std::string text = kBase + R"(
 [[peer]]

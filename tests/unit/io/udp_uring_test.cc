@@ -1,12 +1,17 @@
 // The io_uring UDP backend over loopback: datagrams and ECN marks arrive,
-// strangers are dropped and counted, partial bursts are reported, and a real
-// transport connection runs over it end to end.
+// strangers are dropped and counted, partial bursts are reported, runs of
+// equal-size datagrams go as one GSO send and come back split from one GRO
+// receive (or one by one to a socket without UDP_GRO), a kernel refusal of
+// GSO falls back once and loses nothing, and a real transport connection
+// runs over it end to end.
 #include "io/udp_uring.h"
 
 #include <gtest/gtest.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <numeric>
@@ -162,6 +167,194 @@ TEST(UdpUring, PartialBurstWhenSlotsRunOut) {
   EXPECT_LE(n, tx.size());
 }
 
+// Datagrams of the given sizes, each filled with its index, sent in one
+// burst from a to b; checks that b gets every one, whole and in order.
+struct GsoRun {
+  Pair p;
+  UdpUringIo a;
+  UdpUringIo b;
+  explicit GsoRun(UdpUringOptions oa = {}, UdpUringOptions ob = {})
+      : a(with(oa, p.a, p.b)), b(with(ob, p.b, p.a)) {}
+  static UdpUringOptions with(UdpUringOptions o, const UdpEndpoint& bind, const UdpEndpoint& peer) {
+    o.bind = bind;
+    o.peer = peer;
+    return o;
+  }
+  void carry(const std::vector<uint32_t>& sizes) {
+    std::vector<std::vector<uint8_t>> payloads;
+    std::vector<TxDatagram> tx;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      payloads.emplace_back(sizes[i], static_cast<uint8_t>(i));
+    }
+    for (auto& pl : payloads) tx.push_back({pl.data(), static_cast<uint32_t>(pl.size())});
+    const uint64_t rx_before = b.stats().rx_packets;
+    const uint64_t tx_before = a.stats().tx_packets;
+    ASSERT_EQ(a.send_burst(tx, TimePoint()), tx.size());
+    std::vector<uint8_t> mem(sizes.size() * 1472);
+    std::vector<RxDatagram> rx(sizes.size());
+    for (size_t i = 0; i < rx.size(); ++i) rx[i] = {mem.data() + i * 1472, 1472};
+    ASSERT_EQ(recv_all(b, rx, sizes.size()), sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ASSERT_EQ(rx[i].len, sizes[i]) << "datagram " << i;
+      EXPECT_EQ(std::count(rx[i].data, rx[i].data + rx[i].len, static_cast<uint8_t>(i)),
+                static_cast<std::ptrdiff_t>(sizes[i]))
+          << "datagram " << i;
+      EXPECT_EQ(rx[i].ecn, Ecn::kEct0);
+      EXPECT_FALSE(rx[i].rx_time.is_zero());
+    }
+    EXPECT_EQ(b.stats().rx_packets - rx_before, sizes.size());
+    EXPECT_EQ(a.stats().tx_packets - tx_before, sizes.size());
+    EXPECT_EQ(a.udp_stats().tx_errors, 0u);
+  }
+};
+
+// A run of equal datagrams with a shorter last one: one sendmsg; on
+// loopback the kernel hands the GSO skb whole to b's UDP_GRO socket, which
+// splits it back into the same datagrams.
+TEST(UdpUring, GsoSendsARunAsOneAndGroSplitsItBack) {
+  GsoRun r;
+  ASSERT_TRUE(r.a.gso_enabled());
+  ASSERT_TRUE(r.b.gro_enabled());
+  std::vector<uint32_t> sizes(31, 1000);
+  sizes.push_back(500);
+  r.carry(sizes);
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 1u);
+  EXPECT_EQ(r.a.udp_stats().tx_gso_datagrams, 32u);
+  EXPECT_EQ(r.b.udp_stats().rx_gro_trains, 1u);
+  EXPECT_EQ(r.b.udp_stats().rx_gro_datagrams, 32u);
+  EXPECT_EQ(r.a.udp_stats().gso_fallbacks, 0u);
+}
+
+TEST(UdpUring, OneDatagramGoesAlone) {
+  GsoRun r;
+  r.carry({1000});
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 0u);
+  EXPECT_EQ(r.b.udp_stats().rx_gro_trains, 0u);
+}
+
+// Never more than 64 datagrams in one send, nor more than IPv4's 65507 bytes.
+TEST(UdpUring, GsoRunsStopAtTheKernelsLimits) {
+  UdpUringOptions o;
+  o.tx_slots = 256;
+  GsoRun r(o);
+  r.carry(std::vector<uint32_t>(100, 200));  // 64 + 36
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 2u);
+  EXPECT_EQ(r.a.udp_stats().tx_gso_datagrams, 100u);
+  GsoRun big(o);
+  big.carry(std::vector<uint32_t>(60, 1472));  // 44 x 1472 = 64768 <= 65507, then 16
+  EXPECT_EQ(big.a.udp_stats().tx_gso_sends, 2u);
+  EXPECT_EQ(big.a.udp_stats().tx_gso_datagrams, 60u);
+  EXPECT_EQ(big.b.udp_stats().rx_gro_datagrams, 60u);
+}
+
+// A run holds one size; a larger datagram starts a new run, a smaller one
+// ends the current run.
+TEST(UdpUring, MixedSizesDoNotCoalesce) {
+  GsoRun r;
+  // runs: [100] [200] [300 300 300 100] [300] [50 50]
+  r.carry({100, 200, 300, 300, 300, 100, 300, 50, 50});
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 2u);
+  EXPECT_EQ(r.a.udp_stats().tx_gso_datagrams, 6u);
+}
+
+// A receiver without UDP_GRO: the kernel cuts the GSO skb for it, and it
+// reads the datagrams one by one.
+TEST(UdpUring, GsoToASocketWithoutGro) {
+  UdpUringOptions ob;
+  ob.gro = false;
+  GsoRun r({}, ob);
+  ASSERT_FALSE(r.b.gro_enabled());
+  r.carry(std::vector<uint32_t>(20, 700));
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 1u);
+  EXPECT_EQ(r.b.udp_stats().rx_gro_trains, 0u);
+}
+
+// With GSO off the same burst goes one sendmsg per datagram.
+TEST(UdpUring, GsoOffSendsOneByOne) {
+  UdpUringOptions oa;
+  oa.gso = false;
+  GsoRun r(oa);
+  ASSERT_FALSE(r.a.gso_enabled());
+  r.carry(std::vector<uint32_t>(20, 700));
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 0u);
+  EXPECT_EQ(r.a.udp_stats().gso_fallbacks, 0u);
+  EXPECT_EQ(r.b.udp_stats().rx_gro_trains, 0u);
+}
+
+// The kernel refuses GSO on a socket that sends without UDP checksums
+// (SO_NO_CHECK: udp_send_skb returns EINVAL): the socket turns GSO off
+// once, counts it, and sends the refused run again one datagram each, so
+// nothing is lost; later bursts go one by one.
+TEST(UdpUring, GsoRefusalFallsBackWithoutLoss) {
+  GsoRun r;
+  const int one = 1;
+  ASSERT_EQ(setsockopt(r.a.fd(), SOL_SOCKET, SO_NO_CHECK, &one, sizeof one), 0);
+  r.carry(std::vector<uint32_t>(10, 900));
+  EXPECT_FALSE(r.a.gso_enabled());
+  EXPECT_EQ(r.a.udp_stats().gso_fallbacks, 1u);
+  r.carry(std::vector<uint32_t>(10, 900));
+  EXPECT_EQ(r.a.udp_stats().gso_fallbacks, 1u);
+  EXPECT_EQ(r.a.udp_stats().tx_gso_sends, 1u);  // the refused one, counted when queued
+  EXPECT_EQ(r.b.stats().rx_packets, 20u);
+}
+
+// IPv6: the same runs over ::1 (its 16-bit payload length excludes the
+// IPv6 header, so a run may hold 44 datagrams of 1472 bytes there too).
+TEST(UdpUring, GsoOverIpv6) {
+  UdpUringOptions o;
+  o.tx_slots = 128;
+  const std::string pa = std::to_string(free_port());
+  const std::string pb = std::to_string(free_port());
+  UdpUringOptions oa = o;
+  oa.bind = UdpEndpoint::parse("[::1]:" + pa);
+  oa.peer = UdpEndpoint::parse("[::1]:" + pb);
+  UdpUringOptions ob = o;
+  ob.bind = oa.peer;
+  ob.peer = oa.bind;
+  UdpUringIo a(oa);
+  UdpUringIo b(ob);
+  std::vector<uint8_t> pl(1472 * 50);
+  for (size_t i = 0; i < pl.size(); ++i) pl[i] = static_cast<uint8_t>(i / 1472);
+  std::vector<TxDatagram> tx(50);
+  for (size_t i = 0; i < tx.size(); ++i) tx[i] = {pl.data() + i * 1472, 1472};
+  ASSERT_EQ(a.send_burst(tx, TimePoint()), tx.size());
+  std::vector<uint8_t> mem(50 * 1472);
+  std::vector<RxDatagram> rx(50);
+  for (size_t i = 0; i < rx.size(); ++i) rx[i] = {mem.data() + i * 1472, 1472};
+  ASSERT_EQ(recv_all(b, rx, 50), 50u);
+  EXPECT_EQ(std::memcmp(mem.data(), pl.data(), pl.size()), 0);
+  EXPECT_EQ(a.udp_stats().tx_gso_sends, 2u);  // 44 + 6
+  EXPECT_EQ(b.udp_stats().rx_gro_datagrams, 50u);
+  EXPECT_EQ(a.udp_stats().tx_errors, 0u);
+}
+
+// One socket, several destinations: each send_burst_to is one peer's burst,
+// and every receiver gets its own datagrams only.
+TEST(UdpUring, RunsNeverCrossDestinations) {
+  Pair p;
+  UdpUringOptions oa;
+  oa.bind = p.a;  // unconnected
+  UdpUringIo a(oa);
+  const UdpEndpoint c = UdpEndpoint::parse("127.0.0.1:" + std::to_string(free_port()));
+  UdpUringIo b({p.b, p.a});
+  UdpUringIo cc({c, p.a});
+  std::vector<uint8_t> for_b(800, 'b'), for_c(800, 'c');
+  const std::vector<TxDatagram> tb(8, TxDatagram{for_b.data(), 800});
+  const std::vector<TxDatagram> tc(8, TxDatagram{for_c.data(), 800});
+  ASSERT_EQ(a.send_burst_to(tb, p.b, TimePoint()), 8u);
+  ASSERT_EQ(a.send_burst_to(tc, c, TimePoint()), 8u);
+  ASSERT_EQ(a.send_burst_to(tb, p.b, TimePoint()), 8u);
+  EXPECT_EQ(a.udp_stats().tx_gso_sends, 3u);
+  std::vector<uint8_t> mem(32 * 1472);
+  std::vector<RxDatagram> rx(32);
+  for (size_t i = 0; i < rx.size(); ++i) rx[i] = {mem.data() + i * 1472, 1472};
+  ASSERT_EQ(recv_all(b, rx, 16), 16u);
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(rx[i].data[0], 'b');
+  ASSERT_EQ(recv_all(cc, rx, 8), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(rx[i].data[799], 'c');
+  EXPECT_EQ(b.udp_stats().rx_wrong_source + cc.udp_stats().rx_wrong_source, 0u);
+}
+
 TEST(UdpUring, TransportConnectionRunsOverIt) {
   Pair p;
   UdpUringIo ia({p.a, p.b, 1472, 128, 128});
@@ -195,6 +388,9 @@ TEST(UdpUring, TransportConnectionRunsOverIt) {
   ASSERT_EQ(got.size(), data.size());
   EXPECT_TRUE(got == data);
   EXPECT_GT(ia.stats().tx_packets, 700u);
+  // The transport's bursts of full-size datagrams went as GSO runs.
+  EXPECT_GT(ia.udp_stats().tx_gso_sends, 0u);
+  EXPECT_EQ(ia.udp_stats().tx_errors, 0u);
 }
 
 // Waits on the clock itself: these tests are about when the kernel saw a
