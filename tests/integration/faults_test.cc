@@ -291,7 +291,8 @@ TEST_F(FaultsTest, LongWanFlapLosesNoByteAndIsReported) {
     // flow kind), A's flows and their buffered bytes during the outage.
     std::string during;
     for (const auto& f : flows_during.is_array() ? flows_during : json::array()) {
-      during += " " + f.value("kind", std::string("?")) + ":" +
+      during += ' ';
+      during += f.value("kind", std::string("?")) + ":" +
                 std::to_string(f.value("buffered_bytes", uint64_t{0})) + "B/" +
                 std::to_string(f.value("dropped", uint64_t{0})) + "d";
     }
@@ -344,11 +345,16 @@ TEST_F(FaultsTest, ReorderDuplicateCorruptNeverReachAHost) {
   ASSERT_EQ(
       tb_->wanem("set reorder=5% duplicate=1% corrupt=1% corrupt_payload=true >/dev/null").status,
       0);
+  // Both gateways' counts, summed (strtoull reads an empty answer as 0).
   auto csum_errors = [&] {
-    return std::stoull(
-        "0" +
-        shell("ip netns exec rowan-b-gw nstat -az UdpInCsumErrors | awk '/Udp/{print $2}'").out +
-        shell("ip netns exec rowan-a-gw nstat -az UdpInCsumErrors | awk '/Udp/{print $2}'").out);
+    uint64_t n = 0;
+    for (const char* gw : {"rowan-b-gw", "rowan-a-gw"}) {
+      std::string cmd = "ip netns exec ";
+      cmd += gw;
+      cmd += " nstat -az UdpInCsumErrors | awk '/Udp/{print $2}'";
+      n += std::strtoull(shell(cmd).out.c_str(), nullptr, 10);
+    }
+    return n;
   };
   const uint64_t csum0 = csum_errors();
   const uint64_t bad0 = sdrop('b', "bad_auth") + sdrop('a', "bad_auth");

@@ -336,7 +336,7 @@ std::string request_as(const std::string& path, uid_t uid, gid_t gid, std::vecto
     char buf[512];
     ssize_t n;
     while ((n = ::read(fd, buf, sizeof buf)) > 0) {
-      (void)::write(pipefd[1], buf, static_cast<size_t>(n));
+      if (::write(pipefd[1], buf, static_cast<size_t>(n)) != n) _exit(4);
       if (std::memchr(buf, '\n', static_cast<size_t>(n)) != nullptr) break;
     }
     _exit(0);
