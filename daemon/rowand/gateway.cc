@@ -387,6 +387,8 @@ std::string Gateway::reload(const GatewayConfig& cfg) {
                    [](const Route& a, const Route& b) { return a.prefix.len > b.prefix.len; });
   std::string what = fmt::format("{} routes (was {})", routes.size(), routes_.size());
   routes_ = std::move(routes);
+  route_vlans_ = std::any_of(routes_.begin(), routes_.end(),
+                             [](const Route& r) { return r.vlan.has_value(); });
   cfg_.routes = cfg.routes;
   // [cc] applies to the live connections: each swaps its controller and
   // keeps its streams and data in flight (Connection::replace_cc).
@@ -877,7 +879,8 @@ bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
 }
 
 VlanTag Gateway::site_tag_for(const uint8_t* ip, const VlanTag& sender) const noexcept {
-  const Route* r = lookup(ip_src(ip));
+  // The route lookup only when some route overrides the site's policy.
+  const Route* r = route_vlans_ ? lookup(ip_src(ip)) : nullptr;
   const VlanPolicy& policy = r != nullptr && r->vlan ? *r->vlan : cfg_.local.vlan;
   return site_tag(sender, policy, ip_dscp(ip));
 }

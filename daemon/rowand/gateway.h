@@ -332,6 +332,7 @@ class Gateway {
   Prefix site_;   ///< the local subnet
   Prefix site6_;  ///< the local IPv6 subnet of a dual-stack site (none: version 0)
   std::vector<Route> routes_;
+  bool route_vlans_ = false;  ///< some route has its own VLAN policy (site_tag_for)
   /// UDP links several peers share (wan_link_mux.h); before peers_, whose
   /// ports they own, so they are destroyed after them.
   std::vector<std::pair<const WanLinkConfig*, std::unique_ptr<UdpLinkMux>>> shared_links_;
