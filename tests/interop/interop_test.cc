@@ -37,6 +37,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -540,6 +541,29 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     expect_ran_split("ibv_rc_pingpong");
   }
 
+  // A pyverbs peer pair from tests/interop (staged for the guests with the
+  // module it imports): the server on site B's host, then the client on A's,
+  // each with its GID index and `args`. A failed client stops the server.
+  std::pair<ShellResult, ShellResult> pyverbs_pair(const std::string& file,
+                                                   const std::string& args) {
+    stage_for_guest(source_dir() + "/tests/interop/verbs_common.py");
+    const std::string py =
+        "/usr/bin/python3 " + stage_for_guest(source_dir() + "/tests/interop/" + file);
+    auto srv = std::async(std::launch::async, [&] {
+      return shell(script() + " exec b -- " +
+                   quote(py + " server --gid-index " + std::to_string(Testbed::get().gid('b')) +
+                         " " + args) +
+                   " 2>&1");
+    });
+    const ShellResult c =
+        shell(script() + " exec a -- " +
+              quote(py + " client --gid-index " + std::to_string(Testbed::get().gid('a')) +
+                    " --server 198.18.2.10 " + args) +
+              " 2>&1");
+    if (c.status != 0) shell(script() + " exec b -- pkill -f " + file + " >/dev/null 2>&1");
+    return {c, srv.get()};
+  }
+
   // A perftest bandwidth test over the TCP exchange (or RDMA CM with -R).
   void perftest(const std::string& tool, const std::string& extra) {
     const int n = 30 * scale();
@@ -631,21 +655,8 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
   if (GetParam().name != "split") GTEST_SKIP() << "end to end in this mode; split mode only";
   // Once per split testbed (CI time): at the suite's 1 % loss.
   if (GetParam().loss != "1%") GTEST_SKIP() << "runs in Split/ (1 % loss) only";
-  const std::string py =
-      "/usr/bin/python3 " + stage_for_guest(source_dir() + "/tests/interop/rkey_error_peer.py");
   const SplitCounters before = split_counters();
-  auto srv = std::async(std::launch::async, [&] {
-    return shell(script() + " exec b -- " +
-                 quote(py + " server --gid-index " + std::to_string(Testbed::get().gid('b'))) +
-                 " 2>&1");
-  });
-  const ShellResult c =
-      shell(script() + " exec a -- " +
-            quote(py + " client --gid-index " + std::to_string(Testbed::get().gid('a')) +
-                  " --server 198.18.2.10") +
-            " 2>&1");
-  if (c.status != 0) shell(script() + " exec b -- pkill -f rkey_error_peer >/dev/null 2>&1");
-  const ShellResult s = srv.get();
+  const auto [c, s] = pyverbs_pair("rkey_error_peer.py", "");
   SplitCounters d = delta(split_counters(), before);
   EXPECT_EQ(c.status, 0) << "client:\n" << c.out;
   EXPECT_EQ(s.status, 0) << "server:\n" << s.out;
@@ -671,6 +682,41 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
           {"split_fatal", d["fatal"]},
           {"split_fatal_relayed", d["fatal_relayed"]},
           {"split_naks_sent", d["naks_sent"]},
+          {"wan", Testbed::get().wan()}});
+}
+
+// Atomics end to end (tests/interop/atomic_peer.py): host A FETCH_ADDs 1 on a
+// counter in host B's memory, 4 outstanding, through the mode's path, while
+// host B adds 1000 to it through a loopback QP of its own. Every returned
+// value must count each side's earlier adds exactly once (an atomic lost, or
+// replayed and executed twice after a WAN loss, shows), the counter must end
+// at the exact sum, and COMPARE_SWAP and READ must see it.
+TEST_P(InteropTest, AtomicsFromBothSitesSumExactly) {
+  const int ops = std::min(300 * scale(), 900);
+  const SplitCounters before = split_counters();
+  const auto [c, s] = pyverbs_pair("atomic_peer.py", "--ops " + std::to_string(ops));
+  const SplitCounters d = delta(split_counters(), before);
+  EXPECT_EQ(c.status, 0) << "client:\n" << c.out;
+  EXPECT_EQ(s.status, 0) << "server:\n" << s.out;
+  EXPECT_EQ(c.out.find("FAIL"), std::string::npos) << c.out;
+  EXPECT_EQ(s.out.find("FAIL"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("ok    the counter is " + std::to_string(ops + 1000 * ops)),
+            std::string::npos)
+      << s.out;
+  if (GetParam().name == "split") {
+    EXPECT_GE(d.at("flows_paired"), 1) << "the atomics' QP did not run split";
+  }
+  std::smatch m;
+  json result;
+  if (std::regex_search(s.out, m, std::regex(R"(result: (\{.*\}))"))) {
+    result = json::parse(m[1].str(), nullptr, false);
+  }
+  record({{"tool", "atomics"},
+          {"mode", GetParam().name},
+          {"ok", c.status == 0 && s.status == 0},
+          {"ops_each_side", ops},
+          {"result", result},
+          {"split_flows_paired", d.count("flows_paired") ? d.at("flows_paired") : 0},
           {"wan", Testbed::get().wan()}});
 }
 

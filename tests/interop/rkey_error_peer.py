@@ -29,18 +29,17 @@ exits 0 when every check holds.
 
 import argparse
 import json
-import socket
 import sys
-import time
 
 import pyverbs.enums as e
-from pyverbs.addr import GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
+
+from verbs_common import Checks, accept, connect, poll, rc_to_rts, status_name
 
 MR_SIZE = 65536
 CHUNK = 4096  # one good WRITE
@@ -83,31 +82,12 @@ class Side:
                             "addr": self.base(c)} for c in CASES}}
 
     def connect(self, remote: dict) -> None:
+        access = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+                  e.IBV_ACCESS_REMOTE_READ)
         for case in CASES:
-            qp = self.qps[case]
             r = remote["qps"][case]
-            attr = QPAttr(qp_state=e.IBV_QPS_INIT)
-            attr.qp_access_flags = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
-                                    e.IBV_ACCESS_REMOTE_READ)
-            attr.port_num = 1
-            attr.pkey_index = 0
-            qp.to_init(attr)
-            gr = GlobalRoute(dgid=GID(remote["gid"]), sgid_index=self.gid_index, hop_limit=64)
-            attr = QPAttr(qp_state=e.IBV_QPS_RTR)
-            attr.ah_attr = AHAttr(is_global=1, port_num=1, gr=gr)
-            attr.path_mtu = e.IBV_MTU_1024
-            attr.dest_qp_num = r["qpn"]
-            attr.rq_psn = r["psn"]
-            attr.max_dest_rd_atomic = 1
-            attr.min_rnr_timer = 12
-            qp.to_rtr(attr)
-            attr.qp_state = e.IBV_QPS_RTS
-            attr.sq_psn = self.psns[case]
-            attr.timeout = 14  # 67 ms, as perftest and ibv_rc_pingpong
-            attr.retry_cnt = 7
-            attr.rnr_retry = 7
-            attr.max_rd_atomic = 1
-            qp.to_rts(attr)
+            rc_to_rts(self.qps[case], self.gid_index, access, self.psns[case], remote["gid"],
+                      r["qpn"], r["psn"])
 
     def post(self, case: str, wr_id: int, opcode: int, offset: int, length: int,
              remote_addr: int, rkey: int) -> None:
@@ -117,64 +97,18 @@ class Side:
         wr.set_wr_rdma(rkey, remote_addr)
         self.qps[case].post_send(wr)
 
-    def wait(self, case: str, count: int, timeout_s: float = 60.0) -> list:
-        """Polls `count` completions (sleeping between polls: no busy loop)."""
-        done = []
-        deadline = time.monotonic() + timeout_s
-        while len(done) < count:
-            n, wcs = self.cqs[case].poll(count - len(done))
-            if n:
-                done.extend(wcs[:n])
-                continue
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{case}: timed out: {len(done)} of {count} completions")
-            time.sleep(0.002)
-        return done
+    def wait(self, case: str, count: int) -> list:
+        return poll(self.cqs[case], count, case)
 
 
-class Channel:
-    """JSON lines over TCP."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.rfile = sock.makefile("r")
-
-    def send(self, obj) -> None:
-        self.sock.sendall((json.dumps(obj) + "\n").encode())
-
-    def recv(self):
-        line = self.rfile.readline()
-        if not line:
-            raise SystemExit("peer closed the connection")
-        return json.loads(line)
-
-
-failures = 0
-
-
-def check(cond: bool, what: str) -> None:
-    global failures
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def status_name(s: int) -> str:
-    names = {e.IBV_WC_SUCCESS: "success", e.IBV_WC_REM_ACCESS_ERR: "remote access error",
-             e.IBV_WC_WR_FLUSH_ERR: "flushed", e.IBV_WC_RETRY_EXC_ERR: "retries exceeded",
-             e.IBV_WC_REM_OP_ERR: "remote operational error",
-             e.IBV_WC_REM_INV_REQ_ERR: "remote invalid request"}
-    return names.get(s, f"status {s}")
+check = Checks()
 
 
 def server(args) -> int:
     side = Side(args.gid_index, 0x300000)
     for case in CASES:
         side.mr.write(bytes(MR_SIZE), MR_SIZE, CASES.index(case) * MR_SIZE)
-    lsock = socket.create_server(("", args.port), family=socket.AF_INET, reuse_port=True)
-    lsock.settimeout(180)
-    sock, _ = lsock.accept()
-    ch = Channel(sock)
+    ch = accept(args.port)
     remote = ch.recv()
     ch.send(side.info())
     side.connect(remote)
@@ -188,21 +122,12 @@ def server(args) -> int:
         check(side.mr.read(CHUNK, off + BAD_AREA) == bytes(CHUNK),
               f"{case}: the wrong R_Key wrote nothing")
     ch.send("checked")
-    return 1 if failures else 0
+    return 1 if check.failures else 0
 
 
 def client(args) -> int:
     side = Side(args.gid_index, 0x400000)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            sock = socket.create_connection((args.server, args.port), timeout=180)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
-    ch = Channel(sock)
+    ch = connect(args.server, args.port)
     ch.send(side.info())
     remote = ch.recv()
     side.connect(remote)
@@ -245,7 +170,7 @@ def client(args) -> int:
     ch.send({"warmup": args.warmup})
     check(ch.recv() == "checked", "server checked its memory")
     print("result: " + json.dumps(result), flush=True)
-    return 1 if failures else 0
+    return 1 if check.failures else 0
 
 
 def main() -> int:
