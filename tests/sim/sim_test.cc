@@ -212,7 +212,7 @@ TEST(Sim, RateStepIsFollowed) {
 }
 
 TEST(Sim, GilbertElliottLossHasTheStationaryRate) {
-  Scenario s = base("bbr");
+  Scenario s = base(std::string(cc::kDefaultAlgorithm));
   s.ge_p_gb = 0.0005;
   s.ge_p_bg = 0.3;  // bursts of 3.3 packets on average, all lost
   s.duration = Duration::from_s(20);
@@ -257,10 +257,10 @@ TEST(Sim, PerFlowRttsAndAlgorithms) {
   Scenario s = base("cubic");
   s.flows = 2;
   s.flow_rtts = {Duration::from_ms(10), Duration::from_ms(40)};
-  s.flow_ccs = {"cubic", "bbr"};
+  s.flow_ccs = {"cubic", std::string(cc::kDefaultAlgorithm)};
   const Result r = run(s);
   ASSERT_EQ(r.flows.size(), 2U);
-  EXPECT_EQ(r.flows[1].cc, "bbr");
+  EXPECT_EQ(r.flows[1].cc, cc::kDefaultAlgorithm);
   EXPECT_NEAR(r.flows[0].min_rtt_s, 0.010, 0.002);
   EXPECT_NEAR(r.flows[1].min_rtt_s, 0.040, 0.002);
 }

@@ -15,7 +15,7 @@ Json peers(uint64_t sent, uint64_t lost, uint64_t retx, uint64_t delivered) {
                            {"endpoint", "198.19.0.2:47910"},
                            {"link", "wan0"},
                            {"state", "up"},
-                           {"cc", "bbr"},
+                           {"cc", "rowan"},
                            {"srtt_s", 0.021},
                            {"min_rtt_s", 0.020},
                            {"rttvar_s", 0.001},
@@ -49,7 +49,7 @@ TEST(Telemetry, SnapshotReadsPeersLinksAndRoutes) {
   ASSERT_EQ(s.routes.size(), 3u);
   const rowan_path_info& b = s.peers[0];
   EXPECT_STREQ(b.peer, "b");
-  EXPECT_STREQ(b.cc, "bbr");
+  EXPECT_STREQ(b.cc, "rowan");
   EXPECT_EQ(b.state, ROWAN_PEER_UP);
   EXPECT_EQ(b.mode, ROWAN_MODE_PASSTHROUGH);
   EXPECT_DOUBLE_EQ(b.min_rtt_s, 0.020);

@@ -40,7 +40,7 @@ TEST(ConfigErrors, ParseErrorHasItsPosition) {
 TEST(ConfigErrors, UnknownKeysAnywhere) {
   const std::string text = kBase + R"(mode2 = "x"
 [cc]
-algoritm = "bbr"
+algoritm = "rowan"
 [cc.params]
 [control]
 sock = "/x"

@@ -487,7 +487,7 @@ TEST(ConfigReload, BlockersCompareValues) {
 
 TEST(ConfigReload, OnlyRoutesCcAndLogReloadInPlace) {
   const GatewayConfig a = parse_config(kBase, "a.toml");
-  std::string text = kBase + "[cc]\nalgorithm = \"bbr\"\n[log]\nlevel = \"debug\"\n";
+  std::string text = kBase + "[cc.params]\ntarget_queue = \"300us\"\n[log]\nlevel = \"debug\"\n";
   text.replace(text.find("198.18.2.0/24"), 13, "198.18.4.0/22");
   EXPECT_TRUE(reload_blockers(a, parse_config(text, "b.toml")).empty());
   text += "[metrics]\nlisten = \"127.0.0.1:9999\"\n";
