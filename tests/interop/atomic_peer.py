@@ -22,7 +22,6 @@ and an RDMA READ sees the swapped value. Prints ok/FAIL per check and one
 JSON line "result: {...}"; exits 0 when every check holds.
 """
 
-import argparse
 import json
 import sys
 
@@ -34,7 +33,8 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 
-from verbs_common import Checks, accept, connect, poll, rc_to_rts, status_name
+from verbs_common import (Checks, accept, connect, peer_parser, poll, rc_to_rts, run_role,
+                          status_name)
 
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
           e.IBV_ACCESS_REMOTE_ATOMIC)
@@ -189,22 +189,14 @@ def client(args) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("role", choices=["server", "client"])
-    ap.add_argument("--gid-index", type=int, required=True)
-    ap.add_argument("--server")
-    ap.add_argument("--port", type=int, default=18620)
+    ap = peer_parser(__doc__, 18620)
     ap.add_argument("--ops", type=int, default=200)
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=12)
     args = ap.parse_args()
     if not 0 < args.ops < SERVER_ADD:
         ap.error(f"--ops must be within 1..{SERVER_ADD - 1}")
-    if args.role == "server":
-        return server(args)
-    if not args.server:
-        ap.error("client needs --server")
-    return client(args)
+    return run_role(ap, args, server, client)
 
 
 if __name__ == "__main__":

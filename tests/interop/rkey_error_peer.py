@@ -27,7 +27,6 @@ Prints ok/FAIL per check and one JSON line "result: {...}" with the statuses;
 exits 0 when every check holds.
 """
 
-import argparse
 import json
 import sys
 
@@ -39,7 +38,8 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 
-from verbs_common import Checks, accept, connect, poll, rc_to_rts, status_name
+from verbs_common import (Checks, accept, connect, peer_parser, poll, rc_to_rts, run_role,
+                          status_name)
 
 MR_SIZE = 65536
 CHUNK = 4096  # one good WRITE
@@ -174,18 +174,9 @@ def client(args) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("role", choices=["server", "client"])
-    ap.add_argument("--gid-index", type=int, required=True)
-    ap.add_argument("--server")
-    ap.add_argument("--port", type=int, default=18610)
+    ap = peer_parser(__doc__, 18610)
     ap.add_argument("--warmup", type=int, default=12)
-    args = ap.parse_args()
-    if args.role == "server":
-        return server(args)
-    if not args.server:
-        ap.error("client needs --server")
-    return client(args)
+    return run_role(ap, ap.parse_args(), server, client)
 
 
 if __name__ == "__main__":

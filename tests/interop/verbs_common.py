@@ -5,6 +5,7 @@ peer's own folder (interop_test stages both files side by side for the
 guests); runs inside a soft-RoCE guest with Debian's python3-pyverbs.
 """
 
+import argparse
 import json
 import socket
 import time
@@ -110,3 +111,23 @@ def status_name(s: int) -> str:
              e.IBV_WC_REM_OP_ERR: "remote operational error",
              e.IBV_WC_REM_INV_REQ_ERR: "remote invalid request"}
     return names.get(s, f"status {s}")
+
+
+def peer_parser(doc: str, port: int) -> argparse.ArgumentParser:
+    """The peers' command line: ROLE --gid-index G [--server ADDR] [--port P];
+    each peer adds its own options."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("role", choices=["server", "client"])
+    ap.add_argument("--gid-index", type=int, required=True)
+    ap.add_argument("--server")
+    ap.add_argument("--port", type=int, default=port)
+    return ap
+
+
+def run_role(ap: argparse.ArgumentParser, args, server, client) -> int:
+    """Runs server(args) or client(args) by the role (a client needs --server)."""
+    if args.role == "server":
+        return server(args)
+    if not args.server:
+        ap.error("client needs --server")
+    return client(args)
