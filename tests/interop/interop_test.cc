@@ -541,6 +541,13 @@ class InteropTest : public ::testing::TestWithParam<Mode> {
     expect_ran_split("ibv_rc_pingpong");
   }
 
+  // The JSON a pyverbs peer prints on its "result: {...}" line (null if none).
+  static json peer_result(const std::string& out) {
+    std::smatch m;
+    if (!std::regex_search(out, m, std::regex(R"(result: (\{.*\}))"))) return json();
+    return json::parse(m[1].str(), nullptr, false);
+  }
+
   // A pyverbs peer pair from tests/interop (staged for the guests with the
   // module it imports): the server on site B's host, then the client on A's,
   // each with its GID index and `args`. A failed client stops the server.
@@ -669,11 +676,7 @@ TEST_P(InteropTest, RemoteAccessErrorReachesRequester) {
   // The bad READ's NAK reached its waiting requester through gateway A at
   // once (docs/split-mode.md), not after the requester's own ACK timeout.
   EXPECT_GE(d["fatal_relayed"], 1) << "no fatal NAK was relayed to a waiting requester";
-  std::smatch m;
-  json result;
-  if (std::regex_search(c.out, m, std::regex(R"(result: (\{.*\}))"))) {
-    result = json::parse(m[1].str(), nullptr, false);
-  }
+  const json result = peer_result(c.out);
   record({{"tool", "rkey error"},
           {"mode", GetParam().name},
           {"ok", c.status == 0 && s.status == 0},
@@ -706,11 +709,7 @@ TEST_P(InteropTest, AtomicsFromBothSitesSumExactly) {
   if (GetParam().name == "split") {
     EXPECT_GE(d.at("flows_paired"), 1) << "the atomics' QP did not run split";
   }
-  std::smatch m;
-  json result;
-  if (std::regex_search(s.out, m, std::regex(R"(result: (\{.*\}))"))) {
-    result = json::parse(m[1].str(), nullptr, false);
-  }
+  const json result = peer_result(s.out);
   record({{"tool", "atomics"},
           {"mode", GetParam().name},
           {"ok", c.status == 0 && s.status == 0},
