@@ -945,6 +945,7 @@ void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint no
       return;
     }
     ++ctr_.vlan_tx;
+    eth = rte_pktmbuf_mtod(m, uint8_t*);  // the frame now starts 4 bytes earlier
   }
   NeighborTable::Entry* e = neigh_.find_or_add(dst);
   if (e != nullptr && e->resolved) {

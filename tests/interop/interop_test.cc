@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <map>
@@ -37,6 +38,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -717,6 +719,158 @@ TEST_P(InteropTest, AtomicsFromBothSitesSumExactly) {
           {"result", result},
           {"split_flows_paired", d.count("flows_paired") ? d.at("flows_paired") : 0},
           {"wan", Testbed::get().wan()}});
+}
+
+// A soft-RoCE guest on a VLAN interface, as a PFC fabric's host is: each
+// guest gets eth0.100 with an egress-qos-map that puts its frames at a PFC
+// priority (PCP 5 on A, 3 on B), a second address on it (198.18.X.110/32)
+// and a route to the other guest's through its gateway on that VLAN, so rxe
+// sends RoCEv2 for that address's GID in tagged frames. ib_write_bw with a
+// GRH traffic class (DSCP 26) and ibv_rc_pingpong -c (data checked, DSCP 0)
+// run between the two VLAN addresses, and dumpcap on each site host
+// namespace's side of its gateway link checks what the gateway delivered
+// (tests/interop/vlan_check.py): every frame from the other host tagged VID
+// 100, its requests in the sender's PCP, its ACKs in the PCP of whoever made
+// them (the remote host in passthrough, the local gateway for the local QP in
+// split mode: docs/split-mode.md, "Priorities of the gateway's own frames"),
+// and the DSCP the application set. Direct mode has no gateway: the kernel
+// routers between its sites have no VLAN.
+TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
+  if (!GetParam().gateways) GTEST_SKIP() << "no gateway in this mode";
+  if (GetParam().name == "split" && GetParam().loss != "1%") {
+    GTEST_SKIP() << "runs in Split/ (1 % loss) only";
+  }
+  if (shell("/usr/bin/python3 -c 'import scapy.all' 2>/dev/null").status != 0 ||
+      !have_tool("dumpcap")) {
+    GTEST_SKIP() << "needs python3-scapy and dumpcap (scripts/setup-deps)";
+  }
+  constexpr int kVid = 100;
+  const int pcp[2] = {5, 3};  // a, b
+  const std::string addr[2] = {"198.18.1.110", "198.18.2.110"};
+  const std::string gid_hex[2] = {"ffff:c612:016e", "ffff:c612:026e"};
+  int gid[2] = {-1, -1};
+  const auto undo = [&] {
+    for (char site : {'a', 'b'}) {
+      shell(script() + " exec " + site + " -- 'ip link del eth0.100' >/dev/null 2>&1");
+    }
+  };
+  undo();
+  for (int i = 0; i < 2; ++i) {
+    const char site = "ab"[i];
+    const std::string n = std::to_string(i + 1);
+    // The GID of the VLAN address (RoCE v2 type); rxe adds it shortly after
+    // the address appears.
+    const std::string setup =
+        "set -e; ip link add link eth0 name eth0.100 type vlan id 100 egress-qos-map 0:" +
+        std::to_string(pcp[i]) + "; ip addr add " + addr[i] +
+        "/32 dev eth0.100; ip link set eth0.100 up; ip route add " + addr[1 - i] + "/32 via 198.18." +
+        n + ".1 dev eth0.100 onlink; p=/sys/class/infiniband/rxe0/ports/1; " +
+        "for t in $(seq 50); do for g in $(seq 0 31); do "
+        "grep -q " + gid_hex[i] + " $p/gids/$g 2>/dev/null && "
+        "[ \"$(cat $p/gid_attrs/types/$g 2>/dev/null)\" = 'RoCE v2' ] && { echo $g; exit 0; }; "
+        "done; sleep 0.2; done; exit 1";
+    const ShellResult r = shell(script() + " exec " + site + " -- " + quote(setup) + " 2>&1");
+    ASSERT_EQ(r.status, 0) << "VLAN set-up in guest " << site << ":\n" << r.out;
+    gid[i] = std::stoi(r.out);
+  }
+  // Both gateways learn their host on the VLAN (tagged ARP both ways).
+  const ShellResult ping = shell(script() + " exec a -- " +
+                                 quote("ping -c 3 -W 5 -I " + addr[0] + " " + addr[1]) + " 2>&1");
+  ASSERT_EQ(ping.status, 0) << "no ping between the VLAN addresses:\n" << ping.out;
+
+  const std::string py = "/usr/bin/python3 " + source_dir() + "/tests/interop/vlan_check.py";
+  const bool split = GetParam().name == "split";
+  // Captures on both site links around one tool run; then checks each.
+  const auto checked = [&](const std::string& what, int dscp, const std::function<void()>& run,
+                           bool requests_to_a) {
+    std::string pcap[2];
+    for (int i = 0; i < 2; ++i) {
+      pcap[i] = "/run/rowan/two-site/vlan-guest-" + std::string(1, "ab"[i]) + ".pcap";
+      shell("rm -f " + pcap[i] + "; ip netns exec rowan-" + std::string(1, "ab"[i]) +
+            "-host dumpcap -q -P -s 128 -i eth0 -f 'udp port 4791 or (vlan and udp port 4791)' -w " +
+            pcap[i] + " >/dev/null 2>&1 &");
+    }
+    for (int i = 0; i < 100 && (access(pcap[0].c_str(), F_OK) != 0 ||
+                                access(pcap[1].c_str(), F_OK) != 0);
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    run();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    shell("pkill -INT -f '[d]umpcap.*vlan-guest-' ; for i in $(seq 50); do "
+          "pgrep -f '[d]umpcap.*vlan-guest-' >/dev/null || exit 0; sleep 0.1; done");
+    for (int i = 0; i < 2; ++i) {
+      // At site i arrive the other host's frames: its requests in its PCP;
+      // ACKs for site i's requests from the other host (passthrough), or in
+      // split mode from gateway i in site i's own tag once the flow is
+      // paired (the remote responder's ACK that pairs it is relayed in its
+      // own tag).
+      const int other = 1 - i;
+      const bool both_ways = what == "ibv_rc_pingpong";
+      const bool gets_requests = (i == 0) == requests_to_a || both_ways;
+      const bool gets_acks = (i == 0) != requests_to_a || both_ways;
+      std::string ack_pcp = std::to_string(pcp[other]);
+      if (split) {
+        ack_pcp = std::to_string(pcp[i]) + "," + ack_pcp;
+        if (gets_acks) ack_pcp += " --want-ack-pcp " + std::to_string(pcp[i]);
+      }
+      const ShellResult v =
+          shell(py + " " + pcap[i] + " --from " + addr[other] + " --vlan " +
+                std::to_string(kVid) + " --request-pcp " + std::to_string(pcp[other]) +
+                " --ack-pcp " + ack_pcp + " --dscp " + std::to_string(dscp) +
+                (gets_requests ? " --min-requests 10" : " --min-acks 1") + " 2>&1");
+      EXPECT_EQ(v.status, 0) << what << ": frames delivered to site " << "ab"[i] << "'s host:\n"
+                             << v.out;
+      record({{"tool", "vlan " + what},
+              {"mode", GetParam().name},
+              {"site", std::string(1, "ab"[i])},
+              {"ok", v.status == 0},
+              {"check", json::parse(v.out, nullptr, false)},
+              {"wan", Testbed::get().wan()}});
+    }
+  };
+  // WRITEs from A to B in DSCP 26 (a GRH traffic class of 104).
+  checked(
+      "ib_write_bw", 26,
+      [&] {
+        const auto args = [&](int i) {
+          return "nice -n 19 ib_write_bw -d rxe0 -x " + std::to_string(gid[i]) +
+                 " --tclass=104 -F -n 30 -s 65536";
+        };
+        const GuestRun c = pair("ib_write_bw vlan", 'b', args(1), args(0) + " " + addr[1], false,
+                                30ULL * 65536);
+        EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(\n\s*65536\s+30\s+[\d.]+)")))
+            << "ib_write_bw did not complete its 30 iterations:\n"
+            << c.out;
+        expect_ran_split("ib_write_bw over VLAN");
+      },
+      false);
+  // SENDs both ways with the data checked, DSCP 0.
+  checked(
+      "ibv_rc_pingpong", 0,
+      [&] {
+        const auto args = [&](int i) {
+          return "ibv_rc_pingpong -d rxe0 -g " + std::to_string(gid[i]) + " -n 20 -s 4096 -c";
+        };
+        const GuestRun c = pair("ibv_rc_pingpong vlan", 'b', args(1), args(0) + " " + addr[1],
+                                false, 2ULL * 20 * 4096);
+        EXPECT_NE(c.out.find("20 iters in"), std::string::npos) << c.out;
+        expect_ran_split("ibv_rc_pingpong over VLAN");
+      },
+      false);
+  // Gateway A took tagged frames and gateway B sent them tagged (and back).
+  const std::string ctl = binary_dir() + "/daemon/rowanctl/rowanctl";
+  for (char site : {'a', 'b'}) {
+    const json st = json::parse(
+        shell(ctl + " -s /run/rowan/" + std::string(1, site) + "/control.sock status --json").out,
+        nullptr, false);
+    ASSERT_TRUE(st.is_object());
+    EXPECT_GT(st.value("vlan_rx", uint64_t{0}), 0u) << site;
+    EXPECT_GT(st.value("vlan_tx", uint64_t{0}), 0u) << site;
+    EXPECT_EQ(st["drops"].value("unsupported_l2", uint64_t{0}), 0u) << site;
+  }
+  undo();
 }
 
 // Last test of a mode: over all of the mode's runs, the emulated WAN dropped
