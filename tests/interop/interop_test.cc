@@ -763,10 +763,12 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
     const std::string setup =
         "set -e; ip link add link eth0 name eth0.100 type vlan id 100 egress-qos-map 0:" +
         std::to_string(pcp[i]) + "; ip addr add " + addr[i] +
-        "/32 dev eth0.100; ip link set eth0.100 up; ip route add " + addr[1 - i] + "/32 via 198.18." +
-        n + ".1 dev eth0.100 onlink; p=/sys/class/infiniband/rxe0/ports/1; " +
+        "/32 dev eth0.100; ip link set eth0.100 up; ip route add " + addr[1 - i] +
+        "/32 via 198.18." + n + ".1 dev eth0.100 onlink; p=/sys/class/infiniband/rxe0/ports/1; " +
         "for t in $(seq 50); do for g in $(seq 0 31); do "
-        "grep -q " + gid_hex[i] + " $p/gids/$g 2>/dev/null && "
+        "grep -q " +
+        gid_hex[i] +
+        " $p/gids/$g 2>/dev/null && "
         "[ \"$(cat $p/gid_attrs/types/$g 2>/dev/null)\" = 'RoCE v2' ] && { echo $g; exit 0; }; "
         "done; sleep 0.2; done; exit 1";
     const ShellResult r = shell(script() + " exec " + site + " -- " + quote(setup) + " 2>&1");
@@ -782,24 +784,26 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
   const bool split = GetParam().name == "split";
   // Captures on both site links around one tool run; then checks each.
   const auto checked = [&](const std::string& what, int dscp, const std::function<void()>& run,
-                           bool requests_to_a) {
+                           bool requests_to_a, int min_cnps_at_a = 0) {
     std::string pcap[2];
     for (int i = 0; i < 2; ++i) {
       pcap[i] = "/run/rowan/two-site/vlan-guest-" + std::string(1, "ab"[i]) + ".pcap";
-      shell("rm -f " + pcap[i] + "; ip netns exec rowan-" + std::string(1, "ab"[i]) +
-            "-host dumpcap -q -P -s 128 -i eth0 -f 'udp port 4791 or (vlan and udp port 4791)' -w " +
-            pcap[i] + " >/dev/null 2>&1 &");
+      shell(
+          "rm -f " + pcap[i] + "; ip netns exec rowan-" + std::string(1, "ab"[i]) +
+          "-host dumpcap -q -P -s 128 -i eth0 -f 'udp port 4791 or (vlan and udp port 4791)' -w " +
+          pcap[i] + " >/dev/null 2>&1 &");
     }
-    for (int i = 0; i < 100 && (access(pcap[0].c_str(), F_OK) != 0 ||
-                                access(pcap[1].c_str(), F_OK) != 0);
+    for (int i = 0;
+         i < 100 && (access(pcap[0].c_str(), F_OK) != 0 || access(pcap[1].c_str(), F_OK) != 0);
          ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     run();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    shell("pkill -INT -f '[d]umpcap.*vlan-guest-' ; for i in $(seq 50); do "
-          "pgrep -f '[d]umpcap.*vlan-guest-' >/dev/null || exit 0; sleep 0.1; done");
+    shell(
+        "pkill -INT -f '[d]umpcap.*vlan-guest-' ; for i in $(seq 50); do "
+        "pgrep -f '[d]umpcap.*vlan-guest-' >/dev/null || exit 0; sleep 0.1; done");
     for (int i = 0; i < 2; ++i) {
       // At site i arrive the other host's frames: its requests in its PCP;
       // ACKs for site i's requests from the other host (passthrough), or in
@@ -815,12 +819,13 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
         ack_pcp = std::to_string(pcp[i]) + "," + ack_pcp;
         if (gets_acks) ack_pcp += " --want-ack-pcp " + std::to_string(pcp[i]);
       }
-      const ShellResult v =
-          shell(py + " " + pcap[i] + " --from " + addr[other] + " --vlan " +
-                std::to_string(kVid) + " --request-pcp " + std::to_string(pcp[other]) +
-                " --ack-pcp " + ack_pcp + " --dscp " + std::to_string(dscp) +
-                (gets_requests ? " --min-requests 10" : " --min-acks 1") + " 2>&1");
-      EXPECT_EQ(v.status, 0) << what << ": frames delivered to site " << "ab"[i] << "'s host:\n"
+      const ShellResult v = shell(
+          py + " " + pcap[i] + " --from " + addr[other] + " --vlan " + std::to_string(kVid) +
+          " --request-pcp " + std::to_string(pcp[other]) + " --ack-pcp " + ack_pcp + " --dscp " +
+          std::to_string(dscp) + (gets_requests ? " --min-requests 10" : " --min-acks 1") +
+          (i == 0 ? " --min-cnps " + std::to_string(min_cnps_at_a) : "") + " 2>&1");
+      EXPECT_EQ(v.status, 0) << what << ": frames delivered to site "
+                             << "ab"[i] << "'s host:\n"
                              << v.out;
       record({{"tool", "vlan " + what},
               {"mode", GetParam().name},
@@ -838,8 +843,8 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
           return "nice -n 19 ib_write_bw -d rxe0 -x " + std::to_string(gid[i]) +
                  " --tclass=104 -F -n 30 -s 65536";
         };
-        const GuestRun c = pair("ib_write_bw vlan", 'b', args(1), args(0) + " " + addr[1], false,
-                                30ULL * 65536);
+        const GuestRun c =
+            pair("ib_write_bw vlan", 'b', args(1), args(0) + " " + addr[1], false, 30ULL * 65536);
         EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(\n\s*65536\s+30\s+[\d.]+)")))
             << "ib_write_bw did not complete its 30 iterations:\n"
             << c.out;
@@ -859,6 +864,33 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
         expect_ran_split("ibv_rc_pingpong over VLAN");
       },
       false);
+  // CNPs in the CNP class on the QP's VLAN ([local] cnp_pcp 6, cnp_dscp 48):
+  // gateway A sends them when a flow is past its share of a WAN that holds
+  // more than a BDP unacknowledged, so two QPs over a 10 Mbit/s WAN.
+  if (split) {
+    // The WAN's own rate, to restore (a2b and b2a have the same).
+    const json was = json::parse(shell(script() + " wanem get").out, nullptr, false);
+    const json::json_pointer at("/settings/a2b/rate");
+    ASSERT_TRUE(was.is_object() && was.contains(at)) << was.dump();
+    const std::string rate = was[at].get<std::string>();
+    const ShellResult slow = shell(script() + " wanem set rate=10mbit 2>&1");
+    ASSERT_EQ(slow.status, 0) << slow.out;
+    const SplitCounters before = split_counters();
+    checked(
+        "ib_write_bw -q 2", 26,
+        [&] {
+          const auto args = [&](int i) {
+            return "nice -n 19 ib_write_bw -d rxe0 -x " + std::to_string(gid[i]) +
+                   " --tclass=104 -F -q 2 -n 40 -s 65536";
+          };
+          pair("ib_write_bw -q 2 vlan 10mbit", 'b', args(1), args(0) + " " + addr[1], false,
+               2ULL * 40 * 65536);
+        },
+        false, 1);
+    EXPECT_GT(delta(split_counters(), before)["cnps_sent"], 0);
+    const ShellResult back = shell(script() + " wanem set rate=" + rate + " 2>&1");
+    EXPECT_EQ(back.status, 0) << back.out;
+  }
   // Gateway A took tagged frames and gateway B sent them tagged (and back).
   const std::string ctl = binary_dir() + "/daemon/rowanctl/rowanctl";
   for (char site : {'a', 'b'}) {

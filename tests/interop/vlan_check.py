@@ -4,7 +4,7 @@ soft-RoCE guest on VLAN 100 (InteropTest.VlanGuestsKeepTheirPcpAndDscp).
 
   vlan_check.py PCAP --from IP --vlan VID --request-pcp P --ack-pcp Q[,Q2] --dscp D
                 [--cnp-pcp C --cnp-dscp E] [--min-requests N] [--min-acks N]
-                [--want-ack-pcp Q]
+                [--want-ack-pcp Q] [--min-cnps N]
 
 PCAP was taken on the site host namespace's side of the gateway link. Every
 RoCEv2 frame from IP (the other site's host, as the gateway sends it) must be
@@ -38,6 +38,7 @@ def main():
     p.add_argument("--cnp-dscp", type=int, default=48)
     p.add_argument("--min-requests", type=int, default=0)
     p.add_argument("--min-acks", type=int, default=0)
+    p.add_argument("--min-cnps", type=int, default=0)
     a = p.parse_args()
     ack_pcps = {int(x) for x in a.ack_pcp.split(",")}
 
@@ -67,7 +68,7 @@ def main():
         counts["wrong_dscp"] += dscp != want_dscp
     ok = (counts["untagged"] == counts["wrong_vid"] == counts["wrong_pcp"] ==
           counts["wrong_dscp"] == 0 and counts["requests"] >= a.min_requests and
-          counts["acks"] >= a.min_acks and
+          counts["acks"] >= a.min_acks and counts["cnps"] >= a.min_cnps and
           (a.want_ack_pcp is None or any(c[0] == a.want_ack_pcp for c in seen["ack"])))
     # (pcp, vid, dscp) seen per kind, for the test's message.
     classes = {k: sorted([list(x) for x in v], key=str) for k, v in seen.items()}
