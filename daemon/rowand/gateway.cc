@@ -678,6 +678,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
     // holds its share of a contended send buffer.
     ++f->dropped;
     ++ctr_.flow_drops[static_cast<size_t>(key.kind)];
+    peer.conn->note_backlog(now, iplen);  // the hosts have more than the buffer takes: bulk
     drop(Drop::kBacklog, m);
     return;
   }
@@ -691,6 +692,7 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
   } else {
     ++f->dropped;
     ++ctr_.flow_drops[static_cast<size_t>(key.kind)];
+    peer.conn->note_backlog(now, iplen);
     drop(Drop::kBacklog, m);
   }
 }

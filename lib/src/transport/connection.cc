@@ -182,7 +182,6 @@ Connection::Stream* Connection::open_stream(uint64_t id) noexcept {
 
 size_t Connection::write(uint64_t id, const uint8_t* data, size_t len, bool fin,
                          TimePoint now) noexcept {
-  (void)now;
   if (closed_) return 0;
   Stream* s = open_stream(id);
   if (s == nullptr || s->fin_written) return 0;
@@ -194,6 +193,12 @@ size_t Connection::write(uint64_t id, const uint8_t* data, size_t len, bool fin,
     s->write_end += n;
     written_total_ += n;
     send_buffered_ += n;
+  }
+  if (n < len) {
+    backlog_at_ = now;
+    backlog_bytes_ = len - n;
+  } else {
+    backlog_bytes_ -= std::min<uint64_t>(backlog_bytes_, n);
   }
   if (fin && n == len) s->fin_written = true;
   if ((n > 0 || s->fin_written) && !s->in_new_queue) {

@@ -268,6 +268,15 @@ class Connection {
   /// the bytes accepted, fewer when the send buffer is full. `fin` is applied
   /// only when every byte was accepted. `data` may be null with elide_payload.
   size_t write(uint64_t id, const uint8_t* data, size_t len, bool fin, TimePoint now) noexcept;
+  /// The application holds more data than the send buffer took (a short
+  /// write() says so by itself): the connection is in bulk transfer, where
+  /// FEC repair would displace goodput (docs/wan-transport.md, "Forward
+  /// error correction", "Bulk").
+  /// `bytes`: how much more it holds, at least.
+  void note_backlog(TimePoint now, uint64_t bytes) noexcept {
+    backlog_at_ = now;
+    backlog_bytes_ = std::max<uint64_t>(backlog_bytes_, bytes);
+  }
   /// Copies up to `len` in-order bytes of stream `id`; sets *fin when the
   /// stream's last byte has been read. `out` may be null (discard).
   size_t read(uint64_t id, uint8_t* out, size_t len, bool* fin, TimePoint now) noexcept;
@@ -545,6 +554,8 @@ class Connection {
   // Connection flow control.
   uint64_t peer_max_data_ = 0;   // peer's limit on what we send
   uint64_t sent_new_total_ = 0;  // sum of next_new over streams
+  TimePoint backlog_at_;         // last short write() or note_backlog()
+  uint64_t backlog_bytes_ = 0;   // what the application held back then, less what it wrote since
   uint64_t recv_window_ = 0;
   uint64_t recv_max_ = 0;       // what recv_window_ may grow to
   uint64_t recv_grown_at_ = 0;  // max_data_advertised_ when it last grew

@@ -153,8 +153,19 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   // A FEC source packet leaves room for its FEC_SOURCE frame and for what a
   // repair symbol carries beyond its frames, so that symbol fits a datagram.
   FecCoder& fec = *path.fec;
-  const bool coding = fec.coding() && !fec.repair_due() && (allow_data || probe) && !closed_ &&
-                      path.state == PathState::kUp;
+  // Bulk transfer is not coded. While the application holds more than the
+  // send buffer took (a short write within the last SRTT whose rest it has
+  // not written since), a packet lost now is retransmitted while the data
+  // behind it is still being sent: its repair would make nothing complete
+  // sooner and would displace a packet of goodput for every k/m sources
+  // (FlEC's bulk mode, Michel et al. 2022). What is written once the
+  // application is through, its last send buffer's worth, is coded: the
+  // tail whose losses delay completion. A block open when bulk begins gets
+  // its repair now.
+  const bool bulk = backlog_bytes_ > 0 && now - backlog_at_ < path.rtt.smoothed();
+  if (bulk && fec.coding() && !fec.repair_due()) fec.flush();
+  const bool coding = !bulk && fec.coding() && !fec.repair_due() && (allow_data || probe) &&
+                      !closed_ && path.state == PathState::kUp;
   const size_t frame_room = cap - wire::kOverhead - (coding ? kFecRepairExtra : 0);
   wire::FrameWriter w(out.data + wire::kHeaderSize, frame_room + (coding ? kFecSourceReserve : 0));
   bool eliciting = false;

@@ -95,10 +95,12 @@ struct Writer {
   uint64_t total;
   uint64_t written = 0;
   bool fin_done = false;
+  uint64_t allowed = UINT64_MAX;  ///< the application has written no more than this yet
   std::vector<uint8_t> buf = std::vector<uint8_t>(65536);
   void pump(TimePoint now) {
-    while (written < total) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), total - written));
+    while (written < total && written < allowed) {
+      const size_t n =
+          static_cast<size_t>(std::min<uint64_t>(buf.size(), std::min(total, allowed) - written));
       for (size_t i = 0; i < n; ++i) buf[i] = pattern(stream, written + i);
       const size_t w = conn.write(stream, buf.data(), n, written + n == total, now);
       written += w;
