@@ -835,16 +835,18 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
               {"wan", Testbed::get().wan()}});
     }
   };
-  // WRITEs from A to B in DSCP 26 (a GRH traffic class of 104).
+  // ib_write_bw between the VLAN addresses in DSCP 26 (a GRH traffic class
+  // of 104): B's side, or A's with B's address.
+  const auto write_bw = [&](int i, const std::string& more) {
+    return "nice -n 19 ib_write_bw -d rxe0 -x " + std::to_string(gid[i]) +
+           " --tclass=104 -F -s 65536 " + more + (i == 0 ? " " + addr[1] : "");
+  };
+  // WRITEs from A to B.
   checked(
       "ib_write_bw", 26,
       [&] {
-        const auto args = [&](int i) {
-          return "nice -n 19 ib_write_bw -d rxe0 -x " + std::to_string(gid[i]) +
-                 " --tclass=104 -F -n 30 -s 65536";
-        };
-        const GuestRun c =
-            pair("ib_write_bw vlan", 'b', args(1), args(0) + " " + addr[1], false, 30ULL * 65536);
+        const GuestRun c = pair("ib_write_bw vlan", 'b', write_bw(1, "-n 30"), write_bw(0, "-n 30"),
+                                false, 30ULL * 65536);
         EXPECT_TRUE(std::regex_search(c.out, std::regex(R"(\n\s*65536\s+30\s+[\d.]+)")))
             << "ib_write_bw did not complete its 30 iterations:\n"
             << c.out;
@@ -879,12 +881,8 @@ TEST_P(InteropTest, VlanGuestsKeepTheirPcpAndDscp) {
     checked(
         "ib_write_bw -q 2", 26,
         [&] {
-          const auto args = [&](int i) {
-            return "nice -n 19 ib_write_bw -d rxe0 -x " + std::to_string(gid[i]) +
-                   " --tclass=104 -F -q 2 -n 40 -s 65536";
-          };
-          pair("ib_write_bw -q 2 vlan 10mbit", 'b', args(1), args(0) + " " + addr[1], false,
-               2ULL * 40 * 65536);
+          pair("ib_write_bw -q 2 vlan 10mbit", 'b', write_bw(1, "-q 2 -n 40"),
+               write_bw(0, "-q 2 -n 40"), false, 2ULL * 40 * 65536);
         },
         false, 1);
     EXPECT_GT(delta(split_counters(), before)["cnps_sent"], 0);
