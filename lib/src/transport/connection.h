@@ -268,11 +268,10 @@ class Connection {
   /// the bytes accepted, fewer when the send buffer is full. `fin` is applied
   /// only when every byte was accepted. `data` may be null with elide_payload.
   size_t write(uint64_t id, const uint8_t* data, size_t len, bool fin, TimePoint now) noexcept;
-  /// The application holds more data than the send buffer took (a short
-  /// write() says so by itself): the connection is in bulk transfer, where
-  /// FEC repair would displace goodput (docs/wan-transport.md, "Forward
-  /// error correction", "Bulk").
-  /// `bytes`: how much more it holds, at least.
+  /// The application holds at least `bytes` more than the send buffer took
+  /// (a short write() says so by itself): the connection is in bulk
+  /// transfer, where FEC repair would displace goodput (docs/wan-transport.md,
+  /// "Bulk transfer is not coded").
   void note_backlog(TimePoint now, uint64_t bytes) noexcept {
     backlog_at_ = now;
     backlog_bytes_ = std::max<uint64_t>(backlog_bytes_, bytes);
