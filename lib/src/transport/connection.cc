@@ -132,6 +132,7 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
   send_max_ = scaled(send_capacity_, growth);
   recv_max_ = scaled(recv_window_, growth);
   stream_window_ = stream_window_for(recv_window_);
+  initial_stream_window_ = stream_window_;
   // Both ends are configured alike, so each starts with the other's window
   // as credit (a handshake that exchanges them comes with encryption).
   peer_max_data_ = recv_window_;
@@ -173,11 +174,21 @@ Connection::Stream* Connection::open_stream(uint64_t id) noexcept {
   auto s = std::make_unique<Stream>();
   s->id = id;
   s->slot = static_cast<uint32_t>(streams_.size());
-  s->peer_max = stream_window_;
-  s->max_advertised = stream_window_;
+  // Not stream_window_: after this end's receive window grew, a new stream
+  // would get more credit here than the peer assumes it got, and no
+  // MAX_STREAM_DATA until the reader passed a quarter of the grown window,
+  // which a peer held at the initial window never lets it reach.
+  s->peer_max = initial_stream_window_;
+  s->max_advertised = initial_stream_window_;
   stream_index_.emplace(id, s->slot);
   streams_.push_back(std::move(s));
-  return streams_.back().get();
+  Stream& made = *streams_.back();
+  if (stream_window_ > initial_stream_window_) {  // grown: tell the peer at once
+    made.max_advertised = stream_window_;
+    made.msd_pending = true;
+    msd_pending_.push_back(made.slot);
+  }
+  return &made;
 }
 
 size_t Connection::write(uint64_t id, const uint8_t* data, size_t len, bool fin,

@@ -548,6 +548,11 @@ class Connection {
   Bytes send_max_ = 0;       // what send_capacity_ may grow to
   Bytes send_buffered_ = 0;  // written and not yet acked
   Bytes stream_window_ = 0;
+  // The per-stream window before any growth: both ends are configured
+  // alike, so this is the credit each assumes the other gives a new stream
+  // (the grown stream_window_ is this end's alone; MAX_STREAM_DATA raises a
+  // new stream's credit to it).
+  Bytes initial_stream_window_ = 0;
   uint64_t written_total_ = 0;  // sum of write_end over streams
 
   // Connection flow control.

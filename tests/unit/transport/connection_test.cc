@@ -320,6 +320,35 @@ TEST(Connection, WindowsGrowWhenTheyAndNotTheCcLimitTheFlight) {
   EXPECT_LT(grown.seconds(), fixed.seconds() / 2);
 }
 
+TEST(Connection, AStreamOpenedAfterTheWindowGrewIsNotStuckAtTheInitialCredit) {
+  // The receiver's window grows under a bulk stream; a stream opened after
+  // that starts, at both ends, from the initial window (the one both ends
+  // know), and MAX_STREAM_DATA raises it. Advertising the grown window
+  // silently deadlocked: the sender stopped at the initial credit, and the
+  // receiver waited for its reader to pass a quarter of the grown one.
+  TransportConfig c = test_config(8 << 20);
+  c.min_buffer = 64 << 10;  // windows 2 × 250 kB (100 Mbit/s × 20 ms)
+  Pair p(c, Duration::from_ms(10));
+  io::Impairment lossy;  // holes under repair hold data back: the window grows
+  lossy.delay = Duration::from_ms(10);
+  lossy.loss = 0.01;
+  p.link.set_impairment(0, lossy);
+  Writer bulk{p.a, 0, 40'000'000};
+  Writer later{p.a, 1, 8'000'000};
+  Reader r{p.b};
+  p.on_step = [&] {
+    bulk.pump(p.clock.now());
+    if (r.fin[0]) later.pump(p.clock.now());
+    r.pump(p.clock.now());
+  };
+  ASSERT_TRUE(p.run_until([&] { return r.fin[0]; }, Duration::from_s(60)));
+  ASSERT_GE(p.b.stats().recv_window_growths, 2U);  // grown to 4x
+  EXPECT_TRUE(p.run_until([&] { return r.fin[1]; }, Duration::from_s(30)));
+  EXPECT_EQ(r.got[1], 8'000'000U);
+  EXPECT_EQ(r.bad, 0U);
+  EXPECT_EQ(p.b.stats().drop_flow_control, 0U);
+}
+
 TEST(Connection, SlowReceiverBoundsSenderMemory) {
   TransportConfig c = test_config(1'000'000);
   Pair p(c, Duration::from_ms(10));
