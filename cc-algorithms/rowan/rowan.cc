@@ -118,10 +118,10 @@ Bytes Rowan::send_quantum() const {
   // hosts are late by more (twice the RTT spread they cause) the quantum
   // covers that, up to 2 ms: otherwise late wake-ups send below the pacing
   // rate, the delivery rate follows, and the model with it.
-  const Duration t =
-      std::clamp(std::max(rtt_or_hint() / 16, std::min(spread_ * 2, kMaxLateTime)), kQuantumTime,
-                 std::max(kMaxQuantumTime, std::min(spread_ * 2, kMaxLateTime)));
-  return std::clamp(pacing_.bytes_in(t), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
+  const Duration rtt_part = std::clamp(rtt_or_hint() / 16, kQuantumTime, kMaxQuantumTime);
+  const Bytes q = std::clamp(pacing_.bytes_in(rtt_part), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
+  const Bytes late = pacing_.bytes_in(std::min(std::max(spread_, late_) * 2, kMaxLateTime));
+  return std::max(q, late);
 }
 
 void Rowan::on_packet_sent(const SentEvent& ev) {
@@ -164,6 +164,7 @@ void Rowan::on_ack(const AckEvent& ev) {
 
 void Rowan::update_model(const AckEvent& ev) {
   if (!ev.rtt.is_zero()) {
+    update_endpoint_delay(ev);
     min_rtt_.update(ev.rtt, ev.now);
     round_min_rtt_ = std::min(round_min_rtt_, ev.rtt);
     round_rtt_sum_ += ev.rtt;
@@ -177,6 +178,20 @@ void Rowan::update_model(const AckEvent& ev) {
     if ((!ev.rate.is_app_limited && !draining_) || bw >= bw_max_.get())
       bw_max_.update(bw, bw_rounds_);
   }
+}
+
+void Rowan::update_endpoint_delay(const AckEvent& ev) {
+  // The RTT sample is the path's: measured from the datagrams' receive
+  // times with the receiver's hold removed. What the sender's flight also
+  // waits for is the rest of the loop: the ACK held at the receiver, and
+  // this host's own lateness in handling it. Those bytes sit in the hosts,
+  // not in the bottleneck's queue.
+  if (ev.largest_acked_sent_time.is_zero() || ev.now <= ev.largest_acked_sent_time) return;
+  const Duration loop = ev.now - ev.largest_acked_sent_time;
+  const Duration endpoint = loop > ev.rtt ? loop - ev.rtt : Duration::zero();
+  const Duration local = endpoint > ev.ack_delay ? endpoint - ev.ack_delay : Duration::zero();
+  host_ = host_ + (endpoint - host_) / 8;
+  late_ = late_ + (local - late_) / 8;
 }
 
 void Rowan::update_ack_aggregation(const AckEvent& ev) {
@@ -514,6 +529,17 @@ void Rowan::advance_cycle(const AckEvent& ev) {
   }
 }
 
+Bytes Rowan::hosts_allowance(Bytes aggr) const {
+  // Little's law over the whole loop: to deliver bw the flight must cover
+  // bw × (min RTT + path spread + the hosts' part of the loop). The hosts'
+  // part is outside the slack's cap, which is there because N flows' slack
+  // adds up to a queue at the bottleneck; bytes held in the hosts do not.
+  // The ACK-aggregation allowance already covers the part that arrives in
+  // bunches.
+  const Bytes h = bw_max_.get().bytes_in(host_);
+  return h > aggr ? h - aggr : 0;
+}
+
 void Rowan::set_outputs() {
   const BitsPerSec bw = bw_max_.get();
   const Bytes quanta = 3 * send_quantum();
@@ -522,7 +548,10 @@ void Rowan::set_outputs() {
   switch (phase_) {
     case Phase::kStartup: {
       pacing_ = std::max(bw.scaled(config_.high_gain), initial_rate_);
-      cwnd = bdp(std::max(bw, initial_rate_), config_.high_gain) + quanta;
+      // The hosts' part of the loop holds a startup's flight too.
+      const BitsPerSec r = std::max(bw, initial_rate_);
+      cwnd = bdp(r, config_.high_gain) + quanta +
+             static_cast<Bytes>(static_cast<double>(r.bytes_in(host_)) * config_.high_gain);
       cwnd = std::max<Bytes>(cwnd, config_.initial_cwnd_packets * mss_);
       break;
     }
@@ -547,7 +576,7 @@ void Rowan::set_outputs() {
         const Bytes bdp1 = bdp(bw, 1.0);
         const Bytes slack = bw.bytes_in(spread_) + aggr + send_quantum();
         const Bytes up = excess_bytes(extra);
-        cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up;
+        cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up + hosts_allowance(aggr);
       } else {
         const double gain = cycle_idx_ == 0   ? config_.probe_gain
                             : cycle_idx_ == 1 ? 2.0 - config_.probe_gain
@@ -559,7 +588,7 @@ void Rowan::set_outputs() {
         // stops yielding without taking more than its probes find.
         const Bytes hold =
             bw.bytes_in(rtt_or_hint() + queue_ + spread_) + bdp(bw, config_.probe_gain - 1.0);
-        cwnd = std::min(hold, bdp(bw, config_.cwnd_gain)) + aggr + quanta;
+        cwnd = std::min(hold, bdp(bw, config_.cwnd_gain)) + aggr + quanta + hosts_allowance(aggr);
       }
       break;
   }

@@ -111,6 +111,8 @@ class Rowan final : public CongestionController {
  private:
   void update_model(const AckEvent& ev);
   void update_ack_aggregation(const AckEvent& ev);
+  void update_endpoint_delay(const AckEvent& ev);
+  Bytes hosts_allowance(Bytes aggr) const;
   void end_round(const AckEvent& ev);
   void update_noise();
   void update_spread();
@@ -147,6 +149,8 @@ class Rowan final : public CongestionController {
   Duration round_rtt_sum_;
   uint64_t round_rtt_n_ = 0;
   Duration spread_;  ///< EWMA of the round's mean RTT above its least one
+  Duration host_;    ///< EWMA of the loop's part outside the path (ACK hold + own lateness)
+  Duration late_;    ///< EWMA of this host's lateness in handling an ACK
   bool round_app_limited_ = false;
   Duration queue_;
   bool queue_valid_ = false;
