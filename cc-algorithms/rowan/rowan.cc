@@ -165,6 +165,7 @@ void Rowan::on_ack(const AckEvent& ev) {
 void Rowan::update_model(const AckEvent& ev) {
   if (!ev.rtt.is_zero()) {
     update_endpoint_delay(ev);
+    answer_test_sample(ev);
     min_rtt_.update(ev.rtt, ev.now);
     round_min_rtt_ = std::min(round_min_rtt_, ev.rtt);
     round_rtt_sum_ += ev.rtt;
@@ -526,6 +527,7 @@ void Rowan::advance_cycle(const AckEvent& ev) {
       if (probe_bw0_.is_zero() || bw <= probe_bw0_) probe_extra_ = std::max(target(), headroom_);
       probe_bw0_ = bw;
     }
+    answer_test_phase(ev.now);
   }
 }
 
@@ -538,6 +540,52 @@ Bytes Rowan::hosts_allowance(Bytes aggr) const {
   // bunches.
   const Bytes h = bw_max_.get().bytes_in(host_);
   return h > aggr ? h - aggr : 0;
+}
+
+void Rowan::answer_test_phase(TimePoint now) {
+  // Does the standing queue answer this flow's own inflight? The cycle's
+  // 0.75 phase takes the flow's flight down to the BDP, removing its
+  // excess (slack and headroom) from the bottleneck. If the queue is made
+  // of flows' excess, the packets sent at the end of that phase see it
+  // shorter by this flow's share of it; a delay floor that jitter or a late
+  // path lays under every sample does not move. Judged in delay mode on
+  // cruising rounds that had a queue above target.
+  if (mode_ != Mode::kDelay) {
+    answer_state_ = AnswerTest::kIdle;
+    return;
+  }
+  if (cycle_idx_ == 0) {
+    const Bytes bdp1 = bdp(bw_max_.get(), 1.0);
+    answer_state_ = AnswerTest::kIdle;
+    if (!queue_valid_ || queue_ <= target() || cwnd_ <= bdp1) return;
+    answer_q0_ = queue_;
+    answer_excess_ = capacity().transfer_time(cwnd_ - bdp1);
+    answer_state_ = AnswerTest::kProbing;
+  } else if (cycle_idx_ == 1 && answer_state_ == AnswerTest::kProbing) {
+    answer_from_ = now;
+    answer_min_ = Duration::infinite();
+    answer_state_ = AnswerTest::kDraining;
+  } else if (cycle_idx_ == 2 && answer_state_ == AnswerTest::kDraining) {
+    answer_to_ = now;
+    answer_state_ = AnswerTest::kWaiting;
+  }
+}
+
+void Rowan::answer_test_sample(const AckEvent& ev) {
+  if (answer_state_ != AnswerTest::kDraining && answer_state_ != AnswerTest::kWaiting) return;
+  const TimePoint sent = ev.largest_acked_sent_time;
+  if (sent < answer_from_) return;
+  if (answer_state_ == AnswerTest::kDraining || sent <= answer_to_) {
+    answer_min_ = std::min(answer_min_, ev.rtt);
+    return;
+  }
+  // Every packet the phase sent is in: judge.
+  answer_state_ = AnswerTest::kIdle;
+  const Duration m = min_rtt_.get();
+  if (answer_min_.is_infinite() || m.is_infinite()) return;
+  const Duration qd = answer_min_ > m ? answer_min_ - m : Duration::zero();
+  const Duration drop = answer_q0_ > qd ? answer_q0_ - qd : Duration::zero();
+  queue_answers_ = drop * 2 >= answer_excess_;
 }
 
 void Rowan::set_outputs() {
@@ -574,7 +622,16 @@ void Rowan::set_outputs() {
         // others' packets, and N flows' slack would add up to a standing
         // queue that no single flow's headroom can take away.
         const Bytes bdp1 = bdp(bw, 1.0);
-        const Bytes slack = bw.bytes_in(spread_) + aggr + send_quantum();
+        Bytes slack = bw.bytes_in(spread_) + aggr + send_quantum();
+        // A standing queue above target that answered the flow's own
+        // inflight means the bottleneck never idled: the slack only adds
+        // queue there, and N flows' slack (or a long-RTT flow's) would hold
+        // it against every flow's target. A floor that did not answer
+        // (jitter, a late path) keeps the slack that delivers through it.
+        if (queue_answers_ && queue_valid_ && queue_ > target()) {
+          const Bytes cut = bw.bytes_in(queue_ - target());
+          slack = slack > cut ? slack - cut : 0;
+        }
         const Bytes up = excess_bytes(extra);
         cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up + hosts_allowance(aggr);
       } else {

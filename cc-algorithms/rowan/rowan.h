@@ -112,6 +112,8 @@ class Rowan final : public CongestionController {
   void update_model(const AckEvent& ev);
   void update_ack_aggregation(const AckEvent& ev);
   void update_endpoint_delay(const AckEvent& ev);
+  void answer_test_phase(TimePoint now);
+  void answer_test_sample(const AckEvent& ev);
   Bytes hosts_allowance(Bytes aggr) const;
   void end_round(const AckEvent& ev);
   void update_noise();
@@ -151,6 +153,17 @@ class Rowan final : public CongestionController {
   Duration spread_;  ///< EWMA of the round's mean RTT above its least one
   Duration host_;    ///< EWMA of the loop's part outside the path (ACK hold + own lateness)
   Duration late_;    ///< EWMA of this host's lateness in handling an ACK
+  // Does the standing queue answer this flow's own inflight (its cycle's
+  // 0.75 phase)? kProbing: the probe before it; kDraining: the phase;
+  // kWaiting: the phase's packets still to be acked.
+  enum class AnswerTest : uint8_t { kIdle, kProbing, kDraining, kWaiting };
+  AnswerTest answer_state_ = AnswerTest::kIdle;
+  bool queue_answers_ = false;
+  Duration answer_q0_;      ///< the cruising queue before the probe
+  Duration answer_excess_;  ///< the flow's flight above the BDP then, as time at C
+  Duration answer_min_;     ///< least RTT of the packets the phase sent
+  TimePoint answer_from_;
+  TimePoint answer_to_;
   bool round_app_limited_ = false;
   Duration queue_;
   bool queue_valid_ = false;
@@ -194,6 +207,6 @@ class Rowan final : public CongestionController {
 };
 
 // Per-flow state is fixed-size and small (no allocation per flow).
-static_assert(sizeof(Rowan) <= 704, "rowan per-flow state grew");
+static_assert(sizeof(Rowan) <= 768, "rowan per-flow state grew");
 
 }  // namespace rowan::cc
