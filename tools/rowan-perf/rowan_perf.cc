@@ -418,7 +418,9 @@ nlohmann::ordered_json path_json(const rowan_channel_path_stats& p) {
           {"pacing_rate_bps", p.pacing_rate_bps},
           {"bytes_in_flight", p.bytes_in_flight},
           {"rate_bps", p.rate_bps},
-          {"rtt_s", p.rtt_s}};
+          {"rtt_s", p.rtt_s},
+          {"fec_repair_packets", p.fec_repair_packets},
+          {"fec_repair_bytes", p.fec_repair_bytes}};
 }
 
 // Path i over all streams: counters summed, RTTs the lowest min and the mean
@@ -454,6 +456,8 @@ nlohmann::ordered_json paths_json(const std::vector<ClientStream>& s, size_t cou
       sum.cwnd_bytes += p.cwnd_bytes;
       sum.pacing_rate_bps += p.pacing_rate_bps;
       sum.bytes_in_flight += p.bytes_in_flight;
+      sum.fec_repair_packets += p.fec_repair_packets;
+      sum.fec_repair_bytes += p.fec_repair_bytes;
     }
     if (n == 0) continue;
     sum.srtt_s = srtt / static_cast<double>(n);

@@ -360,6 +360,9 @@ typedef struct rowan_channel_path_stats {
   uint64_t bytes_in_flight;
   double rate_bps; /* the path's configured rate and RTT (from the handshake) */
   double rtt_s;
+  uint64_t fec_repair_packets; /* forward error correction: REPAIR packets sent */
+  uint64_t fec_repair_bytes;   /* and their wire bytes */
+  uint64_t fec_recovered;      /* the peer's packets rebuilt from repair */
 } rowan_channel_path_stats;
 
 /* The channel's number of paths (1 for a channel from rowan_connect). */

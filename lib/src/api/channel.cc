@@ -436,6 +436,9 @@ void rowan_channel::fill_path_stats(size_t index, rowan_channel_path_stats* out)
   out->bytes_in_flight = s.bytes_in_flight;
   out->rate_bps = static_cast<double>(s.link_rate.bps());
   out->rtt_s = s.base_rtt.seconds();
+  out->fec_repair_packets = s.fec_repair_sent;
+  out->fec_repair_bytes = s.fec_repair_bytes;
+  out->fec_recovered = s.fec_recovered;
 }
 
 // ---- Listener ------------------------------------------------------------
@@ -663,13 +666,15 @@ int rowan_listener::on_hello(const api::Handshake& h, const rowan::io::UdpEndpoi
   Pending pend;
   reply.connection_id = random_u64();
   try {
+    // The data socket on the address the hello came to (a host with an
+    // address per link answers each on its own).
+    const rowan::io::UdpEndpoint at = local != nullptr ? endpoint_of(*local, 0)
+                                                       : with_port(bind_, 0);
     if (paths == 1) {
-      ch = new rowan_channel(p, with_port(bind_, 0), client, reply.connection_id);
+      ch = new rowan_channel(p, at, client, reply.connection_id);
     } else {
-      // Path 0's socket now (its port goes in ACCEPT), on the address the
-      // hello came to; the channel once every path joined.
-      const rowan::io::UdpEndpoint at = local != nullptr ? endpoint_of(*local, 0)
-                                                         : with_port(bind_, 0);
+      // Path 0's socket now (its port goes in ACCEPT); the channel once
+      // every path joined.
       pend.sockets.resize(paths);
       pend.sockets[0] = api::open_path_socket(at, client, p.max_datagram);
       if (!p.cc.empty() && rowan::cc::Registry::find(p.cc) == nullptr)
@@ -687,14 +692,12 @@ int rowan_listener::on_hello(const api::Handshake& h, const rowan::io::UdpEndpoi
   reply.type = api::HandshakeType::kAccept;
   Answer a;
   a.reply = reply;
-  if (paths == 1) {
-    a.reply.data_port = static_cast<uint16_t>(ch->local_port());
-  } else {
-    a.reply.data_port = port_of(rowan::api::local_address(*pend.sockets[0]).addr);
-    if (local != nullptr) {
-      a.local = *local;
-      a.has_local = true;
-    }
+  a.reply.data_port = paths == 1
+                          ? static_cast<uint16_t>(ch->local_port())
+                          : port_of(rowan::api::local_address(*pend.sockets[0]).addr);
+  if (local != nullptr) {  // from the address the client sent to
+    a.local = *local;
+    a.has_local = true;
   }
   if (answered_.size() >= 4096) answered_.clear();
   answered_[{client.to_string(), h.nonce, static_cast<uint8_t>(h.type)}] = a;
