@@ -2,7 +2,7 @@
 // like iperf3. Uses only the public C API (<rowan/rowan.h>).
 //
 //   rowan-perf -s [-p PORT] [-1]
-//   rowan-perf -c HOST [-p PORT] [-t SECONDS] [-P STREAMS] [--cc NAME] [--json]
+//   rowan-perf -c HOST [-p PORT] [-t SECONDS] [-O SECONDS] [-P STREAMS] [--cc NAME] [--json]
 //   rowan-perf -c HOST --rr [-l BYTES] ...   # request-response: completion times
 //   rowan-perf -c HOST1,HOST2 [--bind LOCAL1,LOCAL2] [--rate R1,R2] [--rtt T1,T2] ...
 //                                            # each stream's channel over several paths
@@ -12,7 +12,9 @@
 // END; the server checks every DATA byte and sequence number and answers END
 // with RESULT (bytes and messages it verified, errors). The client reports
 // goodput as the message bytes the server's transport acknowledged within
-// the test time, and exits 1 when the server saw a bad byte or a gap.
+// the test time, and exits 1 when the server saw a bad byte or a gap. -O
+// (like iperf3's) runs that many seconds first and leaves them out of the
+// goodput (slow start).
 //
 // With --rr the client sends one DATA message at a time (a request, -l bytes,
 // 1 MiB by default) and waits for the server's 16-byte ANSWER, which the
@@ -245,7 +247,8 @@ struct ClientStream {
   std::vector<size_t> free_bufs;
   uint64_t next_seq = 0;
   uint64_t acked_bytes = 0;
-  uint64_t acked_in_time = 0;
+  uint64_t acked_in_time = 0;   // DATA bytes acked in the measured interval
+  uint64_t acked_at_omit = 0;   // ... and before it (--omit)
   bool result_seen = false;
   uint64_t server_bytes = 0, server_messages = 0, server_errors = 0;
   rowan_channel_stats stats{};
@@ -328,7 +331,7 @@ int connect(const std::vector<PathArg>& paths, const rowan_channel_options& o,
 
 void run_stream(ClientStream* s, const std::vector<PathArg>& paths,
                 const rowan_channel_options& o, uint64_t test, uint32_t streams, double duration,
-                size_t msg_len, size_t depth, bool rr) {
+                double omit, size_t msg_len, size_t depth, bool rr) {
   int rc = connect(paths, o, &s->ch);
   if (rc != ROWAN_OK) {
     s->error = rc;
@@ -352,8 +355,16 @@ void run_stream(ClientStream* s, const std::vector<PathArg>& paths,
   }
   rowan_channel_send(s->ch, s->control.data(), s->control.size(), nullptr, nullptr);
   const auto start = Clock::now();
+  // --omit: the first `omit` seconds run but are not measured (iperf3 -O).
+  auto measured_from = start;
+  bool measuring = omit <= 0;
   if (rr) rc = run_requests(s, test, duration, msg_len);
-  while (!rr && rc >= 0 && seconds_since(start) < duration) {
+  while (!rr && rc >= 0 && seconds_since(start) < omit + duration) {
+    if (!measuring && seconds_since(start) >= omit) {
+      measuring = true;
+      measured_from = Clock::now();
+      s->acked_at_omit = s->acked_bytes;
+    }
     while (!s->free_bufs.empty()) {
       const size_t i = s->free_bufs.back();
       fill(s->bufs[i].data(), msg_len, test, s->index, s->next_seq);
@@ -366,8 +377,8 @@ void run_stream(ClientStream* s, const std::vector<PathArg>& paths,
     if (rc < 0 && rc != ROWAN_ERR_AGAIN) break;
     rc = rowan_channel_poll(s->ch, 10);
   }
-  if (!rr) s->duration_s = seconds_since(start);
-  s->acked_in_time = s->acked_bytes;
+  if (!rr) s->duration_s = seconds_since(measured_from);
+  s->acked_in_time = s->acked_bytes - s->acked_at_omit;
   if (rc >= 0) {
     std::vector<uint8_t> end(16, 0);
     put32(end.data(), kEnd);
@@ -472,8 +483,8 @@ nlohmann::ordered_json paths_json(const std::vector<ClientStream>& s, size_t cou
   return out;
 }
 
-int run_client(const std::vector<PathArg>& paths, double duration, int streams, size_t msg_len,
-               bool json, bool rr, const rowan_channel_options& o) {
+int run_client(const std::vector<PathArg>& paths, double duration, double omit, int streams,
+               size_t msg_len, bool json, bool rr, const rowan_channel_options& o) {
   uint64_t test = 0;
   while (test == 0) {
     if (getrandom(&test, sizeof test, 0) != sizeof test) test = 0x5EED;
@@ -492,7 +503,8 @@ int run_client(const std::vector<PathArg>& paths, double duration, int streams, 
   for (int i = 0; i < streams; ++i) {
     s[static_cast<size_t>(i)].index = static_cast<uint32_t>(i);
     threads.emplace_back(run_stream, &s[static_cast<size_t>(i)], std::cref(paths), o, test,
-                         static_cast<uint32_t>(streams), duration, msg_len, rr ? 1 : depth, rr);
+                         static_cast<uint32_t>(streams), duration, omit, msg_len, rr ? 1 : depth,
+                         rr);
   }
   for (auto& t : threads) t.join();
 
@@ -546,6 +558,7 @@ int run_client(const std::vector<PathArg>& paths, double duration, int streams, 
   if (json) {
     nlohmann::ordered_json j{{"goodput_bps", goodput},
                              {"duration_s", dur},
+                             {"omitted_s", omit},
                              {"retransmit_ratio", ratio},
                              {"min_rtt_s", min_rtt},
                              {"srtt_s", srtt},
@@ -625,7 +638,7 @@ int main(int argc, char** argv) {
   bool server = false, one = false, json = false, rr = false;
   std::string host, cc, bind, rate_list, rtt_list;
   int port = 5201, streams = 1, idle_ms = 0;
-  double duration = 10;
+  double duration = 10, omit = 0;
   size_t msg_len = size_t{128} * 1024;
   app.add_flag("-s,--server", server, "run as server");
   app.add_option("-c,--client", host,
@@ -635,6 +648,9 @@ int main(int argc, char** argv) {
   app.add_option("-p,--port", port, "server port")->check(CLI::Range(1, 65535));
   app.add_flag("-1,--one-off", one, "server: exit after one test");
   app.add_option("-t,--time", duration, "seconds to send")->check(CLI::Range(0.1, 3600.0));
+  app.add_option("-O,--omit", omit,
+                 "client: run this many seconds more first, unmeasured (slow start; iperf3 -O)")
+      ->check(CLI::Range(0.0, 60.0));
   app.add_option("-P,--parallel", streams, "parallel streams (channels)")->check(CLI::Range(1, 64));
   app.add_option("--cc", cc, "congestion controller (rowan, bbr, cubic, ...)");
   app.add_option("-l,--length", msg_len, "message bytes")
@@ -697,5 +713,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "rowan-perf: at most {} paths\n", ROWAN_MAX_CHANNEL_PATHS);
     return kExitUsage;
   }
-  return run_client(paths, duration, streams, msg_len, json, rr, o);
+  if (rr && omit > 0) {
+    fmt::print(stderr, "rowan-perf: --omit applies to goodput tests, not --rr\n");
+    return kExitUsage;
+  }
+  return run_client(paths, duration, omit, streams, msg_len, json, rr, o);
 }
