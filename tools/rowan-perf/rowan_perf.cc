@@ -36,8 +36,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -247,8 +247,8 @@ struct ClientStream {
   std::vector<size_t> free_bufs;
   uint64_t next_seq = 0;
   uint64_t acked_bytes = 0;
-  uint64_t acked_in_time = 0;   // DATA bytes acked in the measured interval
-  uint64_t acked_at_omit = 0;   // ... and before it (--omit)
+  uint64_t acked_in_time = 0;  // DATA bytes acked in the measured interval
+  uint64_t acked_at_omit = 0;  // ... and before it (--omit)
   bool result_seen = false;
   uint64_t server_bytes = 0, server_messages = 0, server_errors = 0;
   rowan_channel_stats stats{};
@@ -319,8 +319,7 @@ struct PathArg {
   double rtt_s = 0;
 };
 
-int connect(const std::vector<PathArg>& paths, const rowan_channel_options& o,
-            rowan_channel** ch) {
+int connect(const std::vector<PathArg>& paths, const rowan_channel_options& o, rowan_channel** ch) {
   if (paths.size() == 1 && paths[0].local.empty())
     return rowan_connect(paths[0].remote.c_str(), &o, ch);  // the one-path handshake as before
   std::vector<rowan_channel_path> c;
@@ -329,9 +328,9 @@ int connect(const std::vector<PathArg>& paths, const rowan_channel_options& o,
   return rowan_connect_paths(c.data(), c.size(), &o, ch);
 }
 
-void run_stream(ClientStream* s, const std::vector<PathArg>& paths,
-                const rowan_channel_options& o, uint64_t test, uint32_t streams, double duration,
-                double omit, size_t msg_len, size_t depth, bool rr) {
+void run_stream(ClientStream* s, const std::vector<PathArg>& paths, const rowan_channel_options& o,
+                uint64_t test, uint32_t streams, double duration, double omit, size_t msg_len,
+                size_t depth, bool rr) {
   int rc = connect(paths, o, &s->ch);
   if (rc != ROWAN_OK) {
     s->error = rc;
@@ -399,8 +398,7 @@ void run_stream(ClientStream* s, const std::vector<PathArg>& paths,
   }
   rowan_channel_stats_get(s->ch, &s->stats);
   s->paths.resize(rowan_channel_path_count(s->ch));
-  for (size_t i = 0; i < s->paths.size(); ++i)
-    rowan_channel_path_stats_get(s->ch, i, &s->paths[i]);
+  for (size_t i = 0; i < s->paths.size(); ++i) rowan_channel_path_stats_get(s->ch, i, &s->paths[i]);
   rowan_channel_close(s->ch);
   s->ch = nullptr;
 }
@@ -586,13 +584,13 @@ int run_client(const std::vector<PathArg>& paths, double duration, double omit, 
         streams, dur, goodput / 1e6, ratio, min_rtt * 1e3, srtt * 1e3, server_bytes, server_errors);
     if (paths.size() > 1) {
       for (const auto& p : paths_json(s, paths.size(), dur)) {
-        fmt::print("path {} {} -> {}: {}, acked {:.1f} Mbit/s (wire), {} lost, min RTT {:.2f} ms, "
-                   "SRTT {:.2f} ms, cwnd {} bytes\n",
-                   p["path"].get<size_t>(), p["local"].get<std::string>(),
-                   p["remote"].get<std::string>(), p["state"].get<std::string>(),
-                   p["acked_bps"].get<double>() / 1e6, p["lost_packets"].get<uint64_t>(),
-                   p["min_rtt_s"].get<double>() * 1e3, p["srtt_s"].get<double>() * 1e3,
-                   p["cwnd_bytes"].get<uint64_t>());
+        fmt::print(
+            "path {} {} -> {}: {}, acked {:.1f} Mbit/s (wire), {} lost, min RTT {:.2f} ms, "
+            "SRTT {:.2f} ms, cwnd {} bytes\n",
+            p["path"].get<size_t>(), p["local"].get<std::string>(), p["remote"].get<std::string>(),
+            p["state"].get<std::string>(), p["acked_bps"].get<double>() / 1e6,
+            p["lost_packets"].get<uint64_t>(), p["min_rtt_s"].get<double>() * 1e3,
+            p["srtt_s"].get<double>() * 1e3, p["cwnd_bytes"].get<uint64_t>());
       }
     }
     if (rr) {
@@ -657,7 +655,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{kHeader}, kMaxMessage));
   app.add_option("--rate", rate_list,
                  "expected path rate in bit/s (sizes buffers), R1,R2,... per path; default 1e9");
-  app.add_option("--rtt", rtt_list, "expected RTT in seconds, T1,T2,... per path; default: measured");
+  app.add_option("--rtt", rtt_list,
+                 "expected RTT in seconds, T1,T2,... per path; default: measured");
   app.add_flag("-J,--json", json, "client: one JSON object on stdout");
   app.add_flag("--rr", rr,
                "client: request-response, one request (-l bytes, default 1 MiB) at a time; "
@@ -680,9 +679,9 @@ int main(int argc, char** argv) {
   if (!numbers(rate_list, "--rate", &rates) || !numbers(rtt_list, "--rtt", &rtts))
     return kExitUsage;
   const size_t n = std::max<size_t>(hosts.size(), 1);
-  for (const auto& [list, name] : {std::pair{binds.size(), "--bind"},
-                                   std::pair{rates.size(), "--rate"},
-                                   std::pair{rtts.size(), "--rtt"}}) {
+  for (const auto& [list, name] :
+       {std::pair{binds.size(), "--bind"}, std::pair{rates.size(), "--rate"},
+        std::pair{rtts.size(), "--rtt"}}) {
     if (list > 1 && list != n) {
       fmt::print(stderr, "rowan-perf: {} has {} values for {} path(s): give one, or one per path\n",
                  name, list, n);

@@ -347,7 +347,7 @@ typedef struct rowan_channel_path_stats {
   int up;                      /* 1: up, 0: declared down (failover) */
   uint32_t downs;              /* times declared down */
   uint64_t packets_sent;
-  uint64_t wire_bytes_sent;    /* UDP payload bytes, retransmissions included */
+  uint64_t wire_bytes_sent; /* UDP payload bytes, retransmissions included */
   uint64_t wire_bytes_acked;
   uint64_t packets_received;
   uint64_t wire_bytes_received;

@@ -58,9 +58,9 @@ std::unique_ptr<io::UdpUringIo> open_path_socket(const io::UdpEndpoint& bind,
 
 namespace {
 
-std::vector<std::unique_ptr<rowan::io::UdpUringIo>> one_socket(
-    const api::ChannelParams& p, const rowan::io::UdpEndpoint& bind,
-    const rowan::io::UdpEndpoint& peer) {
+std::vector<std::unique_ptr<rowan::io::UdpUringIo>> one_socket(const api::ChannelParams& p,
+                                                               const rowan::io::UdpEndpoint& bind,
+                                                               const rowan::io::UdpEndpoint& peer) {
   std::vector<std::unique_ptr<rowan::io::UdpUringIo>> v;
   v.push_back(api::open_path_socket(bind, peer, p.max_datagram));
   return v;
@@ -607,8 +607,8 @@ rowan::io::UdpEndpoint endpoint_of(const sockaddr_storage& a, uint16_t port) {
 
 rowan::transport::PathConfig path_config(const api::Handshake& h, const api::ChannelParams& p) {
   rowan::transport::PathConfig c;
-  c.link_rate = rowan::BitsPerSec::from_bps(h.rate_bps > 0 ? h.rate_bps
-                                                           : static_cast<uint64_t>(p.rate_bps));
+  c.link_rate =
+      rowan::BitsPerSec::from_bps(h.rate_bps > 0 ? h.rate_bps : static_cast<uint64_t>(p.rate_bps));
   c.base_rtt = h.rtt_ns > 0 ? Duration::from_ns(static_cast<int64_t>(h.rtt_ns))
                             : Duration::from_seconds(p.rtt_s);
   return c;
@@ -668,8 +668,8 @@ int rowan_listener::on_hello(const api::Handshake& h, const rowan::io::UdpEndpoi
   try {
     // The data socket on the address the hello came to (a host with an
     // address per link answers each on its own).
-    const rowan::io::UdpEndpoint at = local != nullptr ? endpoint_of(*local, 0)
-                                                       : with_port(bind_, 0);
+    const rowan::io::UdpEndpoint at =
+        local != nullptr ? endpoint_of(*local, 0) : with_port(bind_, 0);
     if (paths == 1) {
       ch = new rowan_channel(p, at, client, reply.connection_id);
     } else {
@@ -692,9 +692,8 @@ int rowan_listener::on_hello(const api::Handshake& h, const rowan::io::UdpEndpoi
   reply.type = api::HandshakeType::kAccept;
   Answer a;
   a.reply = reply;
-  a.reply.data_port = paths == 1
-                          ? static_cast<uint16_t>(ch->local_port())
-                          : port_of(rowan::api::local_address(*pend.sockets[0]).addr);
+  a.reply.data_port = paths == 1 ? static_cast<uint16_t>(ch->local_port())
+                                 : port_of(rowan::api::local_address(*pend.sockets[0]).addr);
   if (local != nullptr) {  // from the address the client sent to
     a.local = *local;
     a.has_local = true;
@@ -800,9 +799,8 @@ int rowan_listener::accept(int timeout_ms, rowan_channel** out) {
       continue;
     }
     const sockaddr_storage* at = has_local ? &local : nullptr;
-    const int rc = h.type == api::HandshakeType::kHello
-                       ? on_hello(h, client, at, clock.now(), out)
-                       : on_join(h, client, at, out);
+    const int rc = h.type == api::HandshakeType::kHello ? on_hello(h, client, at, clock.now(), out)
+                                                        : on_join(h, client, at, out);
     if (rc != ROWAN_ERR_AGAIN) return rc;
   }
 }
@@ -821,7 +819,7 @@ io::UdpEndpoint parse_local(const std::string& text, int family) {
     return io::UdpEndpoint::parse(text);
   } catch (const std::invalid_argument&) {
     return io::UdpEndpoint::parse(text.find(':') != std::string::npos ? "[" + text + "]:0"
-                                                                        : text + ":0");
+                                                                      : text + ":0");
   }
 }
 
@@ -918,8 +916,8 @@ int connect_channel_paths(const std::vector<ClientPath>& paths, const ChannelPar
   Handshake hello;
   hello.type = HandshakeType::kHello;
   hello.nonce = random_u64();
-  hello.rate_bps = static_cast<uint64_t>(paths[0].rate_bps > 0 ? paths[0].rate_bps
-                                                               : params.rate_bps);
+  hello.rate_bps =
+      static_cast<uint64_t>(paths[0].rate_bps > 0 ? paths[0].rate_bps : params.rate_bps);
   hello.rtt_ns = paths[0].rtt_s > 0 ? static_cast<uint64_t>(paths[0].rtt_s * 1e9)
                  : rtt_given        ? static_cast<uint64_t>(params.rtt_s * 1e9)
                                     : 0;
@@ -983,8 +981,8 @@ int connect_channel_paths(const std::vector<ClientPath>& paths, const ChannelPar
   try {
     std::vector<std::unique_ptr<io::UdpUringIo>> sockets;
     for (size_t i = 0; i < paths.size(); ++i)
-      sockets.push_back(open_path_socket(bound[i], with_port(remote[i], data_port[i]),
-                                         p.max_datagram));
+      sockets.push_back(
+          open_path_socket(bound[i], with_port(remote[i], data_port[i]), p.max_datagram));
     *out = new rowan_channel(p, std::move(sockets), configs, reply.connection_id);
   } catch (const std::system_error& e) {
     *error = e.what();

@@ -91,7 +91,7 @@ inline constexpr size_t kMaxChannelPaths = ROWAN_MAX_CHANNEL_PATHS;
 
 /// One path a client asks for: addresses as text, its BDP basis (0: params').
 struct ClientPath {
-  std::string local;  ///< "ADDR" or "ADDR:PORT"; empty: the wildcard address
+  std::string local;   ///< "ADDR" or "ADDR:PORT"; empty: the wildcard address
   std::string remote;  ///< the server's listening address on this path
   double rate_bps = 0;
   double rtt_s = 0;
@@ -192,10 +192,10 @@ struct rowan_channel {
   rowan::MonotonicClock own_clock_;
   const rowan::Clock& clock_;
   rowan::api::ChannelParams params_;
-  rowan::io::UdpEndpoint peer_;              // path 0's
+  rowan::io::UdpEndpoint peer_;                // path 0's
   std::vector<rowan::io::UdpEndpoint> peers_;  // each path's (empty over test PacketIos)
   uint64_t id_;
-  std::vector<std::unique_ptr<rowan::io::UdpUringIo>> udp_;    // per path; none over a test's
+  std::vector<std::unique_ptr<rowan::io::UdpUringIo>> udp_;       // per path; none over a test's
   std::vector<std::unique_ptr<rowan::crypto::SecureIo>> secure_;  // link security over udp_[i]
   std::vector<rowan::io::PacketIo*> ios_;                         // what path i runs over
   std::unique_ptr<rowan::transport::Connection> conn_;

@@ -346,8 +346,8 @@ namespace {
 int client_paths(const rowan_channel_path* paths, size_t count,
                  std::vector<rowan::api::ClientPath>* out) {
   if (paths == nullptr || count == 0 || count > rowan::api::kMaxChannelPaths)
-    return fail(ROWAN_ERR_INVALID, "give 1 to " + std::to_string(rowan::api::kMaxChannelPaths) +
-                                       " paths");
+    return fail(ROWAN_ERR_INVALID,
+                "give 1 to " + std::to_string(rowan::api::kMaxChannelPaths) + " paths");
   for (size_t i = 0; i < count; ++i) {
     if (paths[i].remote_address == nullptr)
       return fail(ROWAN_ERR_INVALID, "path " + std::to_string(i) + " has no remote address");
@@ -365,8 +365,8 @@ int connect_paths(const rowan_channel_path* paths, size_t count, const rowan_cha
     std::vector<rowan::api::ClientPath> list;
     if (const int rc = client_paths(paths, count, &list); rc != ROWAN_OK) return rc;
     std::string err;
-    const int rc = rowan::api::connect_channel_paths(list, params, o != nullptr && o->rtt_s > 0,
-                                                     out, &err);
+    const int rc =
+        rowan::api::connect_channel_paths(list, params, o != nullptr && o->rtt_s > 0, out, &err);
     if (rc != ROWAN_OK) return fail(rc, err);
     return ok();
   });

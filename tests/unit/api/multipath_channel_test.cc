@@ -163,9 +163,8 @@ TEST(MultipathChannel, SecurePathsEachRunTheirOwnSession) {
   rowan_channel_path_stats server_p1{};
   std::thread server(serve, l, &sink, &accepted, &server_p1);
   const std::string r0 = "127.0.0.1:" + port, r1 = "127.0.0.2:" + port;
-  const std::array<rowan_channel_path, 2> paths{
-      rowan_channel_path{nullptr, r0.c_str(), 0, 0},
-      rowan_channel_path{"127.0.0.2", r1.c_str(), 0, 0}};
+  const std::array<rowan_channel_path, 2> paths{rowan_channel_path{nullptr, r0.c_str(), 0, 0},
+                                                rowan_channel_path{"127.0.0.2", r1.c_str(), 0, 0}};
   rowan_channel* ch = nullptr;
   ASSERT_EQ(rowan_connect_paths_secure(paths.data(), paths.size(), nullptr, &client_keys, &ch),
             ROWAN_OK)
@@ -198,9 +197,8 @@ TEST(MultipathChannel, APathThatCannotJoinFailsTheConnect) {
   rowan_channel_options_init(&o);
   o.handshake_timeout_ms = 600;
   const std::string r0 = "127.0.0.1:" + port, r1 = "127.0.0.2:" + port;
-  const std::array<rowan_channel_path, 2> paths{
-      rowan_channel_path{nullptr, r0.c_str(), 0, 0},
-      rowan_channel_path{"127.0.0.2", r1.c_str(), 0, 0}};
+  const std::array<rowan_channel_path, 2> paths{rowan_channel_path{nullptr, r0.c_str(), 0, 0},
+                                                rowan_channel_path{"127.0.0.2", r1.c_str(), 0, 0}};
   rowan_channel* ch = nullptr;
   EXPECT_EQ(rowan_connect_paths(paths.data(), paths.size(), &o, &ch), ROWAN_ERR_UNREACHABLE);
   EXPECT_NE(std::string(rowan_last_error()).find("path 1"), std::string::npos)
@@ -213,9 +211,8 @@ TEST(MultipathChannel, APathThatCannotJoinFailsTheConnect) {
   EXPECT_EQ(rowan_connect_paths(nullptr, 2, nullptr, &ch), ROWAN_ERR_INVALID);
   std::vector<rowan_channel_path> many(ROWAN_MAX_CHANNEL_PATHS + 1, paths[0]);
   EXPECT_EQ(rowan_connect_paths(many.data(), many.size(), nullptr, &ch), ROWAN_ERR_INVALID);
-  const std::array<rowan_channel_path, 2> mixed{
-      rowan_channel_path{nullptr, r0.c_str(), 0, 0},
-      rowan_channel_path{nullptr, "[::1]:5201", 0, 0}};
+  const std::array<rowan_channel_path, 2> mixed{rowan_channel_path{nullptr, r0.c_str(), 0, 0},
+                                                rowan_channel_path{nullptr, "[::1]:5201", 0, 0}};
   EXPECT_EQ(rowan_connect_paths(mixed.data(), mixed.size(), nullptr, &ch), ROWAN_ERR_INVALID);
   const std::array<rowan_channel_path, 1> no_remote{rowan_channel_path{nullptr, nullptr, 0, 0}};
   EXPECT_EQ(rowan_connect_paths(no_remote.data(), 1, nullptr, &ch), ROWAN_ERR_INVALID);
