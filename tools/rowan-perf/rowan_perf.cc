@@ -472,8 +472,9 @@ nlohmann::ordered_json paths_json(const std::vector<ClientStream>& s, size_t cou
     sum.srtt_s = srtt / static_cast<double>(n);
     nlohmann::ordered_json j{{"path", i}};
     j.update(path_json(sum));
-    // Wire bytes the peer acknowledged on this path over the test (headers
-    // and retransmissions included, the END exchange too).
+    // Wire bytes the peer acknowledged on this path (headers and
+    // retransmissions included) over the whole run: the omitted seconds and
+    // the END exchange count too.
     j["acked_bps"] =
         duration_s > 0 ? static_cast<double>(sum.wire_bytes_acked) * 8 / duration_s : 0.0;
     out.push_back(j);
@@ -567,7 +568,7 @@ int run_client(const std::vector<PathArg>& paths, double duration, double omit, 
                              {"verify_errors", server_errors},
                              {"failed_streams", failures},
                              {"per_stream", per},
-                             {"paths", paths_json(s, paths.size(), dur)}};
+                             {"paths", paths_json(s, paths.size(), dur + omit)}};
     if (rr) {
       j["messages"] = done.size();
       j["rr_mean_s"] = mean;
@@ -583,7 +584,7 @@ int run_client(const std::vector<PathArg>& paths, double duration, double omit, 
         "SRTT {:.2f} ms, verified {} bytes, {} errors\n",
         streams, dur, goodput / 1e6, ratio, min_rtt * 1e3, srtt * 1e3, server_bytes, server_errors);
     if (paths.size() > 1) {
-      for (const auto& p : paths_json(s, paths.size(), dur)) {
+      for (const auto& p : paths_json(s, paths.size(), dur + omit)) {
         fmt::print(
             "path {} {} -> {}: {}, acked {:.1f} Mbit/s (wire), {} lost, min RTT {:.2f} ms, "
             "SRTT {:.2f} ms, cwnd {} bytes\n",

@@ -555,6 +555,7 @@ void send_from(int fd, const api::Handshake& h, const rowan::io::UdpEndpoint& to
     c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
     in6_pktinfo pi{};
     pi.ipi6_addr = reinterpret_cast<const sockaddr_in6*>(&from)->sin6_addr;
+    pi.ipi6_ifindex = reinterpret_cast<const sockaddr_in6*>(&from)->sin6_scope_id;
     std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
   }
   (void)::sendmsg(fd, &msg, MSG_NOSIGNAL);
@@ -592,6 +593,8 @@ ssize_t recv_with_local(int fd, uint8_t* buf, size_t cap, rowan::io::UdpEndpoint
       auto* a = reinterpret_cast<sockaddr_in6*>(local);
       a->sin6_family = AF_INET6;
       a->sin6_addr = pi.ipi6_addr;
+      // A link-local address binds only with its interface.
+      if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr)) a->sin6_scope_id = pi.ipi6_ifindex;
       *has_local = true;
     }
   }
@@ -660,6 +663,11 @@ int rowan_listener::on_hello(const api::Handshake& h, const rowan::io::UdpEndpoi
   if (paths > api::kMaxChannelPaths) {
     reply.type = api::HandshakeType::kReject;
     send_to(fd_, reply, client.addr, client.len);
+    return ROWAN_ERR_AGAIN;
+  }
+  // Set-ups waiting for their paths each hold a socket: a bounded number.
+  if (paths > 1 && pending_.size() >= kMaxPendingSetups) {
+    ++dropped_;
     return ROWAN_ERR_AGAIN;
   }
   rowan_channel* ch = nullptr;

@@ -230,10 +230,13 @@ struct rowan_listener {
   int fd() const { return fd_; }
   int port() const;
   /// Handshake datagrams dropped: not a handshake, a JOIN for no channel
-  /// being set up or for a path another address joined, a set-up that timed out.
+  /// being set up or for a path another address joined, a multipath HELLO
+  /// beyond kMaxPendingSetups, a set-up that timed out.
   uint64_t dropped() const { return dropped_; }
 
  private:
+  /// Multipath set-ups waiting for their paths at once; a HELLO beyond is dropped.
+  static constexpr size_t kMaxPendingSetups = 64;
   /// A channel over several paths whose paths have not all joined yet.
   struct Pending {
     rowan::api::ChannelParams params;

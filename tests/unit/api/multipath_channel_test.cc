@@ -148,6 +148,37 @@ TEST(MultipathChannel, TwoPathsBothCarryCheckedBytes) {
   rowan_listener_close(l);
 }
 
+TEST(MultipathChannel, TwoPathsOverIpv6) {
+  // IPv6 (IPV6_RECVPKTINFO and IPV6_PKTINFO): both paths on ::1, each its own ports.
+  rowan_listener* l = nullptr;
+  if (rowan_listen("[::]:0", nullptr, &l) != ROWAN_OK) GTEST_SKIP() << "no IPv6 here";
+  const std::string remote = "[::1]:" + std::to_string(rowan_listener_port(l));
+  Sink sink;
+  std::atomic<int> accepted{0};
+  rowan_channel_path_stats server_p1{};
+  std::thread server(serve, l, &sink, &accepted, &server_p1);
+  const std::array<rowan_channel_path, 2> paths{rowan_channel_path{"::1", remote.c_str(), 0, 0},
+                                                rowan_channel_path{"::1", remote.c_str(), 0, 0}};
+  rowan_channel* ch = nullptr;
+  ASSERT_EQ(rowan_connect_paths(paths.data(), paths.size(), nullptr, &ch), ROWAN_OK)
+      << rowan_last_error();
+  std::vector<std::vector<uint8_t>> msgs(kMessages);
+  size_t done = 0;
+  send_all(ch, &msgs, &done);
+  EXPECT_EQ(done, kMessages);
+  rowan_channel_path_stats p0{}, p1{};
+  ASSERT_EQ(rowan_channel_path_stats_get(ch, 0, &p0), ROWAN_OK);
+  ASSERT_EQ(rowan_channel_path_stats_get(ch, 1, &p1), ROWAN_OK);
+  EXPECT_NE(std::string(p0.local), std::string(p1.local));
+  EXPECT_GT(p1.packets_received, 0u);
+  rowan_channel_close(ch);
+  server.join();
+  EXPECT_EQ(accepted.load(), 2);
+  EXPECT_EQ(sink.received, kMessages);
+  EXPECT_EQ(sink.bad, 0u);
+  rowan_listener_close(l);
+}
+
 TEST(MultipathChannel, SecurePathsEachRunTheirOwnSession) {
   rowan_channel_keys server_keys{}, client_keys{};
   uint8_t server_pub[ROWAN_KEY_BYTES], client_pub[ROWAN_KEY_BYTES];
