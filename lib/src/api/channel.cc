@@ -523,6 +523,17 @@ void send_to(int fd, const api::Handshake& h, const sockaddr_storage& to, sockle
   (void)::sendto(fd, buf, sizeof buf, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&to), len);
 }
 
+// Makes `value` the one control message of `msg` (whose buffer fits it).
+template <typename T>
+void put_control(msghdr* msg, int level, int type, const T& value) {
+  msg->msg_controllen = CMSG_SPACE(sizeof(T));
+  cmsghdr* c = CMSG_FIRSTHDR(msg);
+  c->cmsg_level = level;
+  c->cmsg_type = type;
+  c->cmsg_len = CMSG_LEN(sizeof(T));
+  std::memcpy(CMSG_DATA(c), &value, sizeof value);
+}
+
 // Sends `h` to `to` from the local address `from` (a socket bound to the
 // wildcard address otherwise answers from the route's preferred source).
 void send_from(int fd, const api::Handshake& h, const rowan::io::UdpEndpoint& to,
@@ -537,26 +548,15 @@ void send_from(int fd, const api::Handshake& h, const rowan::io::UdpEndpoint& to
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  cmsghdr* c = nullptr;
   if (from.ss_family == AF_INET) {
-    msg.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo));
-    c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = IPPROTO_IP;
-    c->cmsg_type = IP_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
     in_pktinfo pi{};
     pi.ipi_spec_dst = reinterpret_cast<const sockaddr_in*>(&from)->sin_addr;
-    std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+    put_control(&msg, IPPROTO_IP, IP_PKTINFO, pi);
   } else {
-    msg.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo));
-    c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = IPPROTO_IPV6;
-    c->cmsg_type = IPV6_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
     in6_pktinfo pi{};
     pi.ipi6_addr = reinterpret_cast<const sockaddr_in6*>(&from)->sin6_addr;
     pi.ipi6_ifindex = reinterpret_cast<const sockaddr_in6*>(&from)->sin6_scope_id;
-    std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+    put_control(&msg, IPPROTO_IPV6, IPV6_PKTINFO, pi);
   }
   (void)::sendmsg(fd, &msg, MSG_NOSIGNAL);
 }

@@ -78,6 +78,17 @@ void send_all(rowan_channel* ch, std::vector<std::vector<uint8_t>>* msgs, size_t
   ASSERT_EQ(rowan_channel_flush(ch, 60000), ROWAN_OK) << rowan_last_error();
 }
 
+// Closes the client's channel, waits for the server and checks what it got.
+void finish(rowan_channel* ch, std::thread* server, const std::atomic<int>& accepted,
+            const Sink& sink, rowan_listener* l) {
+  rowan_channel_close(ch);
+  server->join();
+  EXPECT_EQ(accepted.load(), 2);
+  EXPECT_EQ(sink.received, kMessages);
+  EXPECT_EQ(sink.bad, 0u);
+  rowan_listener_close(l);
+}
+
 TEST(MultipathChannel, TwoPathsBothCarryCheckedBytes) {
   rowan_listener* l = nullptr;
   ASSERT_EQ(rowan_listen("0.0.0.0:0", nullptr, &l), ROWAN_OK) << rowan_last_error();
@@ -135,17 +146,12 @@ TEST(MultipathChannel, TwoPathsBothCarryCheckedBytes) {
   rowan_channel_stats st{};
   ASSERT_EQ(rowan_channel_stats_get(ch, &st), ROWAN_OK);
   EXPECT_EQ(st.packets_sent, ps[0].packets_sent + ps[1].packets_sent);
-  rowan_channel_close(ch);
-  server.join();
-  EXPECT_EQ(accepted.load(), 2);
-  EXPECT_EQ(sink.received, kMessages);
-  EXPECT_EQ(sink.bad, 0u);
+  finish(ch, &server, accepted, sink, l);
   EXPECT_EQ(sink.bytes, kMessages * kMessage);
   // The server's side of path 1 runs on 127.0.0.2 toward the client's 127.0.0.2.
   EXPECT_TRUE(starts_with(server_p1.local, "127.0.0.2:")) << server_p1.local;
   EXPECT_TRUE(starts_with(server_p1.remote, "127.0.0.2:")) << server_p1.remote;
   EXPECT_GT(server_p1.packets_received, 0u);
-  rowan_listener_close(l);
 }
 
 TEST(MultipathChannel, TwoPathsOverIpv6) {
@@ -171,12 +177,7 @@ TEST(MultipathChannel, TwoPathsOverIpv6) {
   ASSERT_EQ(rowan_channel_path_stats_get(ch, 1, &p1), ROWAN_OK);
   EXPECT_NE(std::string(p0.local), std::string(p1.local));
   EXPECT_GT(p1.packets_received, 0u);
-  rowan_channel_close(ch);
-  server.join();
-  EXPECT_EQ(accepted.load(), 2);
-  EXPECT_EQ(sink.received, kMessages);
-  EXPECT_EQ(sink.bad, 0u);
-  rowan_listener_close(l);
+  finish(ch, &server, accepted, sink, l);
 }
 
 TEST(MultipathChannel, SecurePathsEachRunTheirOwnSession) {
@@ -207,12 +208,7 @@ TEST(MultipathChannel, SecurePathsEachRunTheirOwnSession) {
   rowan_channel_path_stats p1{};
   ASSERT_EQ(rowan_channel_path_stats_get(ch, 1, &p1), ROWAN_OK);
   EXPECT_GT(p1.packets_received, 0u);  // path 1's session authenticates the server's ACKs
-  rowan_channel_close(ch);
-  server.join();
-  EXPECT_EQ(accepted.load(), 2);
-  EXPECT_EQ(sink.received, kMessages);
-  EXPECT_EQ(sink.bad, 0u);
-  rowan_listener_close(l);
+  finish(ch, &server, accepted, sink, l);
 }
 
 TEST(MultipathChannel, APathThatCannotJoinFailsTheConnect) {
