@@ -5,6 +5,8 @@
 // (--mode passthrough), where the library's telemetry reads the real rowand
 // and `rowanctl qp-attrs` sizes QPs for the path. A server whose client is
 // killed frees the channel after its idle timeout (keepalives unanswered).
+// A channel over two links (--mode direct --links 2, one path per link's
+// host addresses) stripes, and loses nothing when link 2 is cut mid-test.
 // Every test tears the testbed down.
 #include <poll.h>
 #include <rowan/rowan.h>
@@ -131,6 +133,53 @@ TEST_F(ChannelTest, VerifiedPayloadsThroughLossReorderAndDuplication) {
   EXPECT_LT(exited_s, 8.0) << server_log;
   EXPECT_NE(server_log.find("channel failed before END: timed out"), std::string::npos)
       << server_log;
+}
+
+TEST_F(ChannelTest, StripedOverTwoLinksLosesNothingWhenOneIsCut) {
+  up("--mode direct --links 2 --rate 100mbit,50mbit --rtt 20ms,30ms");
+  const std::string paths =
+      " -c 198.18.2.10,198.18.2.11 --bind 198.18.1.10,198.18.1.11 --rate 1e8,5e7 --json";
+  // Both links carry the channel.
+  exec('b', "sh -c '" + perf_ + " -s -1 -p 5203 >/tmp/rowan-perf-striped.log 2>&1 &'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ShellResult r = exec('a', perf_ + " -p 5203 -t 3" + paths);
+  ASSERT_EQ(r.status, 0) << r.out.substr(0, 600);
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["verify_errors"], 0) << j.dump();
+  ASSERT_EQ(j["paths"].size(), 2u) << j.dump();
+  for (const json& p : j["paths"]) {
+    EXPECT_EQ(p["state"], "up") << p.dump();
+    EXPECT_GT(p["wire_bytes_acked"].get<double>(), 1e6) << p.dump();
+  }
+  EXPECT_EQ(j["paths"][1]["local"].get<std::string>().rfind("198.18.1.11:", 0), 0u) << j.dump();
+  EXPECT_EQ(j["paths"][1]["remote"].get<std::string>().rfind("198.18.2.11:", 0), 0u) << j.dump();
+  // Its RTT is link 2's (30 ms), not link 1's: the path really crosses link 2.
+  EXPECT_GT(j["paths"][1]["min_rtt_s"].get<double>(), 0.028) << j.dump();
+  EXPECT_LT(j["paths"][0]["min_rtt_s"].get<double>(), 0.028) << j.dump();
+
+  // Link 2 cut 2 s into a 6 s test: its data is resent on link 1, every
+  // byte still arrives checked, and path 1 is declared down.
+  exec('b', "sh -c '" + perf_ + " -s -1 -p 5204 >/tmp/rowan-perf-striped-cut.log 2>&1 &'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread cut([this] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    EXPECT_EQ(shell(script_ + " link 2 down").status, 0);
+  });
+  r = exec('a', perf_ + " -p 5204 -t 6" + paths);
+  cut.join();
+  ASSERT_EQ(r.status, 0) << r.out.substr(0, 600);
+  j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["verify_errors"], 0) << j.dump();
+  EXPECT_EQ(j["failed_streams"], 0) << j.dump();
+  EXPECT_GT(j["verified_bytes"].get<double>(), 1e6) << j.dump();
+  const json& p1 = j["paths"][1];
+  EXPECT_EQ(p1["state"], "down") << p1.dump();
+  EXPECT_GE(p1["downs"].get<int>(), 1) << p1.dump();
+  EXPECT_GT(p1["wire_bytes_acked"].get<double>(), 1e5) << "link 2 carried nothing before the cut";
+  EXPECT_GT(j["paths"][0]["wire_bytes_acked"].get<double>(), p1["wire_bytes_acked"].get<double>());
+  EXPECT_EQ(shell(script_ + " link 2 up").status, 0);
 }
 
 TEST_F(ChannelTest, PassthroughTelemetryQpAttrsAndChannel) {

@@ -309,6 +309,68 @@ ROWAN_API uint64_t rowan_channel_id(const rowan_channel* ch);
  * truncated to len). */
 ROWAN_API int rowan_channel_peer(const rowan_channel* ch, char* buf, size_t len);
 
+/* ---- Channels over several paths --------------------------------------- */
+/*
+ * A channel may run over several paths (e.g. one per long-haul link): each
+ * path is a pair of UDP addresses with a socket of its own, and has its own
+ * packet numbers, RTT, loss detection, congestion controller and pacer; one
+ * message stream spans them, each packet going on the path that delivers it
+ * first (docs/wan-transport.md, "Paths"). A path whose ACKs stop is declared
+ * down and what it had in flight is resent on the others; it comes back up
+ * when it answers again. Both ends must reach each other on each path's
+ * addresses; the server must listen on the wildcard address ("0.0.0.0:PORT")
+ * or on every address the paths use.
+ */
+#define ROWAN_MAX_CHANNEL_PATHS 8
+
+typedef struct rowan_channel_path {
+  const char* local_address;  /* "198.18.1.11" or "198.18.1.11:0" (port 0: any);
+                                 NULL or "": the wildcard address */
+  const char* remote_address; /* the server's listening address on this path,
+                                 "198.18.2.11:5201" */
+  double rate_bps;            /* the path's expected rate; 0: the options' rate_bps */
+  double rtt_s;               /* the path's expected RTT; 0: the options' rtt_s */
+} rowan_channel_path;
+
+/* rowan_connect over `count` paths (1 .. ROWAN_MAX_CHANNEL_PATHS, one address
+ * family): the handshake runs on paths[0], then each further path joins it
+ * from its own address. ROWAN_ERR_UNREACHABLE when the server does not answer
+ * on some path within handshake_timeout_ms, ROWAN_ERR_UNSUPPORTED when the
+ * server's librowan takes one path only. The options' rate and RTT are the
+ * defaults of the paths'. */
+ROWAN_API int rowan_connect_paths(const rowan_channel_path* paths, size_t count,
+                                  const rowan_channel_options* o, rowan_channel** out);
+
+typedef struct rowan_channel_path_stats {
+  char local[ROWAN_NAME_MAX];  /* this end's address:port on the path */
+  char remote[ROWAN_NAME_MAX]; /* the peer's address:port on the path */
+  int up;                      /* 1: up, 0: declared down (failover) */
+  uint32_t downs;              /* times declared down */
+  uint64_t packets_sent;
+  uint64_t wire_bytes_sent; /* UDP payload bytes, retransmissions included */
+  uint64_t wire_bytes_acked;
+  uint64_t packets_received;
+  uint64_t wire_bytes_received;
+  uint64_t lost_packets;
+  uint64_t retransmitted_packets;
+  double min_rtt_s;
+  double srtt_s;
+  uint64_t cwnd_bytes;
+  double pacing_rate_bps;
+  uint64_t bytes_in_flight;
+  double rate_bps; /* the path's configured rate and RTT (from the handshake) */
+  double rtt_s;
+  uint64_t fec_repair_packets; /* forward error correction: REPAIR packets sent */
+  uint64_t fec_repair_bytes;   /* and their wire bytes */
+  uint64_t fec_recovered;      /* the peer's packets rebuilt from repair */
+} rowan_channel_path_stats;
+
+/* The channel's number of paths (1 for a channel from rowan_connect). */
+ROWAN_API size_t rowan_channel_path_count(const rowan_channel* ch);
+/* Path `index`'s figures; ROWAN_ERR_NOT_FOUND beyond the count. */
+ROWAN_API int rowan_channel_path_stats_get(const rowan_channel* ch, size_t index,
+                                           rowan_channel_path_stats* out);
+
 /* ---- Link security for channels (optional) ----------------------------- */
 /*
  * A channel opened with keys runs rowand's link security under its
@@ -348,6 +410,12 @@ ROWAN_API int rowan_listen_secure(const char* bind_address, const rowan_channel_
  * (wrong keys on either side) or when the server runs without security. */
 ROWAN_API int rowan_connect_secure(const char* server_address, const rowan_channel_options* o,
                                    const rowan_channel_keys* keys, rowan_channel** out);
+
+/* rowan_connect_paths with link security: each path runs its own key
+ * handshake with the same keys; returns once every path's completed. */
+ROWAN_API int rowan_connect_paths_secure(const rowan_channel_path* paths, size_t count,
+                                         const rowan_channel_options* o,
+                                         const rowan_channel_keys* keys, rowan_channel** out);
 
 #ifdef __cplusplus
 }

@@ -137,6 +137,23 @@ class Channel {
     check(rowan_connect(server.c_str(), &o, &ch), "rowan_connect");
     return Channel(ch);
   }
+  /// One path: this end's address ("" for any) and the server's listening address there.
+  struct Path {
+    std::string local;
+    std::string remote;
+    double rate_bps = 0;  ///< 0: the options'
+    double rtt_s = 0;     ///< 0: the options'
+  };
+  /// A channel over several paths (rowan_connect_paths).
+  static Channel connect(const std::vector<Path>& paths,
+                         const rowan_channel_options& o = channel_options()) {
+    std::vector<rowan_channel_path> c;
+    for (const Path& p : paths)
+      c.push_back(rowan_channel_path{p.local.c_str(), p.remote.c_str(), p.rate_bps, p.rtt_s});
+    rowan_channel* ch = nullptr;
+    check(rowan_connect_paths(c.data(), c.size(), &o, &ch), "rowan_connect_paths");
+    return Channel(ch);
+  }
   explicit Channel(rowan_channel* ch) : ch_(ch) {}
 
   /// Queues a message; false when the queue is full (poll, then retry).
@@ -172,6 +189,12 @@ class Channel {
     return s;
   }
   uint64_t id() const { return rowan_channel_id(ch_.get()); }
+  size_t path_count() const { return rowan_channel_path_count(ch_.get()); }
+  rowan_channel_path_stats path_stats(size_t index) const {
+    rowan_channel_path_stats s{};
+    check(rowan_channel_path_stats_get(ch_.get(), index, &s), "rowan_channel_path_stats_get");
+    return s;
+  }
   std::string peer() const {
     char buf[80];
     check(rowan_channel_peer(ch_.get(), buf, sizeof buf), "rowan_channel_peer");

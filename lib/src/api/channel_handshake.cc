@@ -17,6 +17,7 @@ void encode_handshake(const Handshake& h, uint8_t out[kHandshakeSize]) {
   wire::store_le64(out + 24, h.rate_bps);
   wire::store_le64(out + 32, h.rtt_ns);
   std::memcpy(out + 40, h.cc, sizeof h.cc - 1);
+  out[62] = h.path;
   out[63] = h.flags;
 }
 
@@ -24,7 +25,7 @@ bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
   if (len != kHandshakeSize || wire::load_le32(data) != kHandshakeMagic ||
       data[4] != kHandshakeVersion)
     return false;
-  if (data[5] < 1 || data[5] > 3) return false;
+  if (data[5] < 1 || data[5] > 4) return false;
   h->type = static_cast<HandshakeType>(data[5]);
   h->data_port = wire::load_le16(data + 6);
   h->nonce = wire::load_le64(data + 8);
@@ -33,6 +34,7 @@ bool decode_handshake(const uint8_t* data, size_t len, Handshake* h) {
   h->rtt_ns = wire::load_le64(data + 32);
   std::memcpy(h->cc, data + 40, sizeof h->cc);
   h->cc[sizeof h->cc - 1] = '\0';
+  h->path = data[62];
   h->flags = data[63];
   return true;
 }

@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "api/channel.h"
 #include "api/qp_attrs.h"
@@ -333,6 +334,70 @@ int rowan_connect_secure(const char* server_address, const rowan_channel_options
     const int rc = rowan::api::connect_channel(server_address, secure_params(o, keys),
                                                o != nullptr && o->rtt_s > 0, out, &err);
     if (rc != ROWAN_OK) return fail(rc, err);
+    return ok();
+  });
+}
+
+}  // extern "C"
+
+namespace {
+
+// The paths of rowan_connect_paths(_secure), checked.
+int client_paths(const rowan_channel_path* paths, size_t count,
+                 std::vector<rowan::api::ClientPath>* out) {
+  if (paths == nullptr || count == 0 || count > rowan::api::kMaxChannelPaths)
+    return fail(ROWAN_ERR_INVALID,
+                "give 1 to " + std::to_string(rowan::api::kMaxChannelPaths) + " paths");
+  for (size_t i = 0; i < count; ++i) {
+    if (paths[i].remote_address == nullptr)
+      return fail(ROWAN_ERR_INVALID, "path " + std::to_string(i) + " has no remote address");
+    out->push_back(rowan::api::ClientPath{
+        paths[i].local_address != nullptr ? paths[i].local_address : "", paths[i].remote_address,
+        paths[i].rate_bps > 0 ? paths[i].rate_bps : 0, paths[i].rtt_s > 0 ? paths[i].rtt_s : 0});
+  }
+  return ROWAN_OK;
+}
+
+int connect_paths(const rowan_channel_path* paths, size_t count, const rowan_channel_options* o,
+                  const rowan::api::ChannelParams& params, rowan_channel** out) {
+  if (out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return guarded([&] {
+    std::vector<rowan::api::ClientPath> list;
+    if (const int rc = client_paths(paths, count, &list); rc != ROWAN_OK) return rc;
+    std::string err;
+    const int rc =
+        rowan::api::connect_channel_paths(list, params, o != nullptr && o->rtt_s > 0, out, &err);
+    if (rc != ROWAN_OK) return fail(rc, err);
+    return ok();
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int rowan_connect_paths(const rowan_channel_path* paths, size_t count,
+                        const rowan_channel_options* o, rowan_channel** out) {
+  return connect_paths(paths, count, o, rowan::api::channel_params(o), out);
+}
+
+int rowan_connect_paths_secure(const rowan_channel_path* paths, size_t count,
+                               const rowan_channel_options* o, const rowan_channel_keys* keys,
+                               rowan_channel** out) {
+  if (keys == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  return connect_paths(paths, count, o, secure_params(o, keys), out);
+}
+
+size_t rowan_channel_path_count(const rowan_channel* ch) {
+  return ch == nullptr ? 0 : ch->path_count();
+}
+
+int rowan_channel_path_stats_get(const rowan_channel* ch, size_t index,
+                                 rowan_channel_path_stats* out) {
+  if (ch == nullptr || out == nullptr) return fail(ROWAN_ERR_INVALID, "NULL argument");
+  if (index >= ch->path_count()) return fail(ROWAN_ERR_NOT_FOUND, "no such path");
+  return guarded([&] {
+    ch->fill_path_stats(index, out);
     return ok();
   });
 }

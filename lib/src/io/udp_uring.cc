@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -545,6 +546,26 @@ void UdpUringIo::wait(Duration timeout, int also_fd) noexcept {
   } else {
     io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
   }
+}
+
+void UdpUringIo::wait_any(std::span<UdpUringIo* const> ios, Duration timeout) noexcept {
+  constexpr size_t kMaxWatched = 16;
+  std::array<pollfd, kMaxWatched> fds{};
+  size_t n = 0;
+  for (UdpUringIo* io : ios) {
+    if (io->rx_ready_head_ < io->rx_ready_.size()) return;
+    // Receives re-posted by the last reap must be in the kernel before we sleep.
+    if (io->pending_submit_ > 0) {
+      io->pending_submit_ = 0;
+      io_uring_submit(&io->ring_);
+    }
+    if (io_uring_cq_ready(&io->ring_) > 0) return;
+    if (n < kMaxWatched) fds[n++] = pollfd{io->ring_.ring_fd, POLLIN, 0};
+  }
+  timespec ts{};
+  ts.tv_sec = timeout.ns() / 1000000000;
+  ts.tv_nsec = timeout.ns() % 1000000000;
+  ::ppoll(fds.data(), n, &ts, nullptr);
 }
 
 }  // namespace rowan::io

@@ -119,6 +119,14 @@ class UdpUringIo final : public PacketIo {
   /// the same ring: e.g. the local port's doorbell, gateway/rx_waker.h).
   void wait(Duration timeout, int also_fd = -1) noexcept;
   int fd() const { return fd_; }
+  /// The options' peer (len 0 for a shared socket).
+  const UdpEndpoint& peer() const { return opts_.peer; }
+  /// Several sockets' idle sleep (a channel over several paths): blocks up
+  /// to `timeout` until any of `ios` has a completion to reap, by ppoll on
+  /// their rings' descriptors (readable while a ring holds completions).
+  /// Returns at once when one already has a datagram ready. At most 16 are
+  /// watched.
+  static void wait_any(std::span<UdpUringIo* const> ios, Duration timeout) noexcept;
   /// Whether sends still coalesce (false after a fallback or with opts.gso off).
   bool gso_enabled() const noexcept { return gso_; }
   /// Whether the socket accepts coalesced receives.

@@ -49,6 +49,23 @@ TEST(ChannelHandshake, RoundTrip) {
   EXPECT_EQ(out.data_port, in.data_port);
   EXPECT_EQ(out.flags, in.flags);
   EXPECT_STREQ(out.cc, "rowan");
+  EXPECT_EQ(out.path, 0);
+}
+
+TEST(ChannelHandshake, JoinCarriesThePathIndex) {
+  Handshake in = accept_of();
+  in.type = HandshakeType::kJoin;
+  in.path = 3;
+  std::strcpy(in.cc, "name-of-22-characters!");  // the longest: byte 62 follows it
+  uint8_t b[kHandshakeSize];
+  encode_handshake(in, b);
+  EXPECT_EQ(b[5], 4);
+  EXPECT_EQ(b[62], 3);
+  Handshake out;
+  ASSERT_TRUE(decode_handshake(b, sizeof b, &out));
+  EXPECT_EQ(out.type, HandshakeType::kJoin);
+  EXPECT_EQ(out.path, 3);
+  EXPECT_STREQ(out.cc, "name-of-22-characters!");
 }
 
 TEST(ChannelHandshake, RejectsOtherDatagrams) {
@@ -59,7 +76,7 @@ TEST(ChannelHandshake, RejectsOtherDatagrams) {
   b[4] = kHandshakeVersion + 1;
   EXPECT_FALSE(decode_handshake(b, sizeof b, &out));
   encode_handshake(accept_of(), b);
-  b[5] = 4;  // no such type
+  b[5] = 5;  // no such type
   EXPECT_FALSE(decode_handshake(b, sizeof b, &out));
   encode_handshake(accept_of(), b);
   b[0] ^= 1;
