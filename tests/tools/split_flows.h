@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "flow_table.h"
+#include "datapath/flow_table.h"
 
 namespace rowan::test {
 

@@ -17,16 +17,16 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "config.h"
+#include "config/config.h"
 #include "crypto/keys.h"
-#include "distributor.h"
-#include "flow_table.h"
-#include "gateway.h"
+#include "datapath/distributor.h"
+#include "datapath/flow_table.h"
+#include "datapath/gateway.h"
+#include "datapath/shard.h"
 #include "memory_site_io.h"
-#include "shard.h"
+#include "net/vlan.h"
 #include "test_frames.h"
 #include "tools/temp_dir.h"
-#include "vlan.h"
 
 namespace rowan::gw {
 namespace {
