@@ -39,9 +39,9 @@
 
 #include "base/clock.h"
 #include "config/config.h"
-#include "control/metrics.h"
 #include "crypto/secure_io.h"
 #include "datapath/busy_meter.h"
+#include "datapath/datapath_metrics.h"
 #include "datapath/dpdk_port.h"
 #include "datapath/dpdk_wan_io.h"
 #include "datapath/flow_table.h"

@@ -37,7 +37,7 @@
 
 #include "base/clock.h"
 #include "config/config.h"
-#include "control/metrics.h"
+#include "datapath/datapath_metrics.h"
 #include "datapath/distributor.h"
 #include "datapath/dpdk_port.h"
 #include "datapath/gateway.h"
