@@ -12,7 +12,7 @@ namespace rowan::gw::config_parse {
 
 namespace {
 
-// What rowand opens for each peer (gateway.cc): the socket or DPDK port of the
+// What rowand opens for each peer (worker.cc): the socket or DPDK port of the
 // peer's first link. Peers on one UDP link share its socket
 // (wan_link_mux.h), so they must differ in endpoint (checked in read_peers);
 // a dpdk link's port answers one peer, so two peers on it are an error. A

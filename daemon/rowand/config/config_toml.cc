@@ -183,7 +183,7 @@ std::vector<std::string> reload_blockers(const GatewayConfig& running, const Gat
   std::vector<std::string> out;
   if (!(running.eal == next.eal)) out.emplace_back("[eal]");
   if (!(running.local == next.local)) out.emplace_back("[local]");
-  // wan.flow_idle_timeout applies on reload (Gateway::reload); the rest of [wan] does not.
+  // wan.flow_idle_timeout applies on reload (Worker::reload); the rest of [wan] does not.
   WanConfig wan = next.wan;
   wan.flow_idle_timeout = running.wan.flow_idle_timeout;
   if (!(running.wan == wan)) out.emplace_back("[wan]");

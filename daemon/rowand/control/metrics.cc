@@ -22,7 +22,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "datapath/gateway.h"
+#include "datapath/worker.h"
 #include "rowan/build_version.h"
 
 namespace rowan::gw {

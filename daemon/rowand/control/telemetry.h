@@ -1,7 +1,7 @@
 // rowand's commands on the DPDK telemetry socket
 // (/var/run/dpdk/<file-prefix>/dpdk_telemetry.v2, protocol v2: send a command,
 // read one JSON reply). They answer from the same published snapshot the
-// control socket uses (Gateway::snapshot), so rowanctl, Prometheus and
+// control socket uses (Worker::snapshot), so rowanctl, Prometheus and
 // telemetry clients see the same state:
 //
 //   /rowan/status          gateway counters, local port stats, drops by reason

@@ -2,7 +2,7 @@
 // idea, with NIC-style interrupt moderation on top).
 //
 // After traffic the loop spins kSpinPolls empty polls, then sleeps. With a
-// doorbell (Gateway::can_block: a local frame or a WAN datagram ends the
+// doorbell (Worker::can_block: a local frame or a WAN datagram ends the
 // sleep) it first empties the doorbell and polls once more, then blocks until
 // a frame, a datagram or its next timer. Without one it sleeps in growing
 // steps (5 us .. 1 ms).

@@ -125,8 +125,8 @@ Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(c
     w.lcore = mode_ == WorkerMode::kInline ? rte_get_main_lcore() : lcores_.at(i);
     w.answers_neighbors = i == 0;
     w.reports_port = i == 0;
-    s->gw = std::make_unique<Gateway>(cfg, *s->io, clock, w);
-    s->idle = IdlePolicy(s->gw->can_block(), cfg.local.wake_coalesce);
+    s->worker = std::make_unique<Worker>(cfg, *s->io, clock, w);
+    s->idle = IdlePolicy(s->worker->can_block(), cfg.local.wake_coalesce);
     s->next_publish = clock.now();
     slots_.push_back(std::move(s));
   }
@@ -157,7 +157,7 @@ int Site::worker_main(void* arg) {
 }
 
 void Site::worker_pass(Slot& s, TimePoint now) {
-  Gateway& g = *s.gw;
+  Worker& g = *s.worker;
   g.busy_meter().on_pass(now, s.worked);
   s.worked = g.poll(now);
   if (s.worked) {
@@ -256,7 +256,7 @@ void Site::set_shard_routes(const GatewayConfig& cfg) {
 }
 
 std::string Site::reload(const GatewayConfig& cfg) {
-  if (mode_ == WorkerMode::kInline) return slots_.front()->gw->reload(cfg);
+  if (mode_ == WorkerMode::kInline) return slots_.front()->worker->reload(cfg);
   for (auto& s : slots_) {
     std::lock_guard<std::mutex> lock(s->mu);
     s->reload_cfg = cfg;
@@ -282,7 +282,7 @@ std::string Site::reload(const GatewayConfig& cfg) {
 J Site::snapshot(const std::string& cmd) const {
   std::vector<J> parts;
   parts.reserve(slots_.size());
-  for (const auto& s : slots_) parts.push_back(s->gw->snapshot(cmd));
+  for (const auto& s : slots_) parts.push_back(s->worker->snapshot(cmd));
   J out = merge_snapshots(cmd, parts);
   if (cmd == "status" && dist_) {
     const DistributorStats ds = dist_->stats();
@@ -299,7 +299,7 @@ J Site::snapshot(const std::string& cmd) const {
 
 std::vector<DataPathMetrics> Site::metrics() const {
   std::vector<DataPathMetrics> v;
-  for (const auto& s : slots_) v.push_back(s->gw->metrics());
+  for (const auto& s : slots_) v.push_back(s->worker->metrics());
   if (dist_) {
     DataPathMetrics d;
     d.drops.assign(static_cast<size_t>(Drop::kCount), 0);

@@ -1,5 +1,5 @@
 // A gateway site (ARCHITECTURE.md "Packet workers"): the config, the site
-// port and the packet workers, each a Gateway (gateway.h) owning a shard of
+// port and the packet workers, each a Worker (worker.h) owning a shard of
 // the flows. How many workers there are comes from [eal] lcores:
 //
 // - one lcore: one worker, run by the main lcore itself (the default; the
@@ -40,9 +40,9 @@
 #include "datapath/datapath_metrics.h"
 #include "datapath/distributor.h"
 #include "datapath/dpdk_port.h"
-#include "datapath/gateway.h"
 #include "datapath/idle_policy.h"
 #include "datapath/site_io.h"
+#include "datapath/worker.h"
 
 namespace rowan::gw {
 
@@ -77,7 +77,7 @@ class Site final : public SnapshotSource {
   /// to 3 s for them); returns what changed.
   std::string reload(const GatewayConfig& cfg);
   /// True when the inline worker can sleep until a frame (logged at start).
-  bool can_block() const noexcept { return slots_.front()->gw->can_block(); }
+  bool can_block() const noexcept { return slots_.front()->worker->can_block(); }
 
   nlohmann::ordered_json snapshot(const std::string& cmd) const override;
   /// One DataPathMetrics per worker (plus the distributor's drops).
@@ -87,7 +87,7 @@ class Site final : public SnapshotSource {
   struct Slot {
     Site* site = nullptr;
     std::unique_ptr<SiteIo> io;
-    std::unique_ptr<Gateway> gw;
+    std::unique_ptr<Worker> worker;
     IdlePolicy idle{false, Duration::zero()};
     bool worked = false;
     TimePoint next_publish;

@@ -6,7 +6,7 @@
 // Sorting, per received datagram:
 // - plaintext links (local.insecure): by the transport header's connection
 //   id (transport/wire.h), which both gateways of a pair derive alike
-//   (gateway.h pair_connection_id);
+//   (worker.h pair_connection_id);
 // - encrypted links: the transport header is inside the AEAD, so by the
 //   source address, the peer's endpoint (the connection id is derived from
 //   it); SecureIo above the port then authenticates every datagram.
@@ -17,7 +17,7 @@
 // then reads one burst from the socket and sorts it: a peer's datagrams wait
 // in its queue at most until that peer's driver runs, which is the same
 // pass of the worker. A link used by one peer only keeps its own connected
-// socket (gateway.cc) and does not go through here.
+// socket (worker.cc) and does not go through here.
 //
 // Threading: one worker (lcore) owns the mux and its ports, like every
 // PacketIo. No allocation after add_port().

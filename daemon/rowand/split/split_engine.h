@@ -1,5 +1,5 @@
 // Split mode in the gateway (docs/split-mode.md): the glue between the packet
-// engine (gateway.cc) and the pure state machines of lib/src/split.
+// engine (worker.cc) and the pure state machines of lib/src/split.
 //
 // Ingress (the site of the requester): RC requests from a local host on a
 // `mode = "split"` route are tracked in passthrough until an ACK relayed
@@ -85,7 +85,7 @@ namespace rowan::gw {
 
 struct PeerState;
 
-/// What the split engine needs from the packet engine (gateway.cc).
+/// What the split engine needs from the packet engine (worker.cc).
 class SplitIo {
  public:
   virtual ~SplitIo() = default;

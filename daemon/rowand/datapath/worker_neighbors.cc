@@ -2,7 +2,7 @@
 // discovery for IPv6): the fixed-size table, answering for the gateway's
 // addresses (worker 0 only, WorkerOptions), learning hosts, and asking for
 // unresolved ones. Runs on the worker's lcore.
-#include "datapath/gateway.h"
+#include "datapath/worker.h"
 
 #include <rte_ether.h>
 
@@ -75,7 +75,7 @@ NeighborTable::Entry* NeighborTable::find_or_add(const roce::IpAddr& ip) noexcep
   return nullptr;
 }
 
-void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
+void Worker::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept {
   const std::optional<arp::Message> msg = arp::parse(eth, len);
   if (!msg) {
     drop(Drop::kMalformedArp, m);
@@ -97,7 +97,7 @@ void Gateway::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now)
   rte_pktmbuf_free(m);
 }
 
-void Gateway::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
+void Worker::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
   std::memcpy(e.mac.data(), mac, 6);
   e.resolved = true;
   e.updated = now;
@@ -108,7 +108,7 @@ void Gateway::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePo
   e.npending = 0;
 }
 
-void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+void Worker::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
   // RFC 4861: a neighbour solicitation (135) for our address is answered
   // with an advertisement; solicitations and advertisements (136) from site
   // hosts teach us their MACs. Everything else addressed to us is dropped.
@@ -166,7 +166,7 @@ void Gateway::handle_icmp6(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now
   reply_local(m);
 }
 
-void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip, const VlanTag& tag) noexcept {
+void Worker::send_neighbor_solicitation(const roce::IpAddr& ip, const VlanTag& tag) noexcept {
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
     drop(Drop::kNoMbuf);
@@ -202,7 +202,7 @@ void Gateway::send_neighbor_solicitation(const roce::IpAddr& ip, const VlanTag& 
   enqueue_local(m);
 }
 
-void Gateway::send_arp_request(const roce::IpAddr& ip, TimePoint now, const VlanTag& tag) noexcept {
+void Worker::send_arp_request(const roce::IpAddr& ip, TimePoint now, const VlanTag& tag) noexcept {
   (void)now;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {

@@ -1,4 +1,4 @@
-#include "datapath/gateway.h"
+#include "datapath/worker.h"
 
 #include <rte_ether.h>
 
@@ -14,9 +14,9 @@
 #include "net/packet_util.h"
 #include "registry.h"
 
-// One packet worker's forwarding (gateway.h); its neighbours are in
-// gateway_neighbors.cc, its snapshot in gateway_snapshot.cc, its metrics in
-// gateway_metrics.cc.
+// One packet worker's forwarding (worker.h); its neighbours are in
+// worker_neighbors.cc, its snapshot in worker_snapshot.cc, its metrics in
+// worker_metrics.cc.
 
 namespace rowan::gw {
 namespace {
@@ -49,9 +49,9 @@ uint64_t pair_connection_id(const SockAddr& a, const SockAddr& b) {
 // ---------------------------------------------------------------------------
 // What split mode (split_engine.h) uses of the packet engine.
 
-class GatewaySplitIo final : public SplitIo {
+class WorkerSplitIo final : public SplitIo {
  public:
-  explicit GatewaySplitIo(Gateway& g) : g_(g) {}
+  explicit WorkerSplitIo(Worker& g) : g_(g) {}
   bool carry(Flow& f, const uint8_t* ip, uint32_t len, TimePoint now) noexcept override {
     if (!f.tail.empty()) return false;
     PeerState& peer = *g_.peers_[f.peer];
@@ -93,7 +93,7 @@ class GatewaySplitIo final : public SplitIo {
   }
   Flow* find_flow(const FlowKey& key) noexcept override { return g_.flows_.find(key); }
   Flow* open_flow(const FlowKey& key, TimePoint now) noexcept override {
-    const Gateway::Route* r = g_.lookup(key.dst);
+    const Worker::Route* r = g_.lookup(key.dst);
     if (r == nullptr) return nullptr;
     bool created = false;
     Flow* f = g_.flows_.find_or_add(key, now, &created);
@@ -107,7 +107,7 @@ class GatewaySplitIo final : public SplitIo {
   }
 
  private:
-  Gateway& g_;
+  Worker& g_;
 };
 
 // ---------------------------------------------------------------------------
@@ -148,7 +148,7 @@ bool PeerState::peer_up(TimePoint now) const {
 }
 
 // ---------------------------------------------------------------------------
-// Gateway
+// Worker
 
 std::string ip_text(const roce::IpAddr& a) {
   char b[64];
@@ -156,8 +156,8 @@ std::string ip_text(const roce::IpAddr& a) {
   return b;
 }
 
-Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
-                 const WorkerOptions& worker)
+Worker::Worker(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
+               const WorkerOptions& worker)
     : cfg_(cfg),
       local_(local),
       worker_(worker),
@@ -213,7 +213,7 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
     }
   }
   if (!one_socket) sole_socket_ = nullptr;
-  split_io_ = std::make_unique<GatewaySplitIo>(*this);
+  split_io_ = std::make_unique<WorkerSplitIo>(*this);
   split_ = std::make_unique<SplitEngine>(*split_io_, cfg.local.mtu);
   split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
   split_->set_cnp_class(cfg.local.cnp_dscp, cfg.local.cnp_pcp);
@@ -226,7 +226,7 @@ Gateway::Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
 }
 
 // How many paths (of all peers) cross the link `name`.
-uint32_t Gateway::link_users(const std::string& name) const {
+uint32_t Worker::link_users(const std::string& name) const {
   uint32_t n = 0;
   for (const PeerConfig& pc : cfg_.peers) {
     if (pc.links.empty()) {
@@ -240,8 +240,8 @@ uint32_t Gateway::link_users(const std::string& name) const {
 
 // Path i of a peer: worker w's connection binds the link's port + w and talks
 // to the peer's port + w.
-PeerPath Gateway::open_path(const PeerConfig& pc, size_t i, const crypto::Key& private_key,
-                            Duration wall_offset, TimePoint now) {
+PeerPath Worker::open_path(const PeerConfig& pc, size_t i, const crypto::Key& private_key,
+                           Duration wall_offset, TimePoint now) {
   PeerPath path;
   path.link = pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links[i]);
   if (path.link == nullptr) throw std::runtime_error("peer " + pc.name + ": no WAN link");
@@ -312,7 +312,7 @@ PeerPath Gateway::open_path(const PeerConfig& pc, size_t i, const crypto::Key& p
 
 // The connection id of this worker's connection to `pc`: from its first
 // path's endpoints, as the peer derives it.
-uint64_t Gateway::connection_id(const PeerConfig& pc) const {
+uint64_t Worker::connection_id(const PeerConfig& pc) const {
   const WanLinkConfig* link =
       pc.links.empty() ? &cfg_.wan.links.front() : cfg_.find_link(pc.links[0]);
   SockAddr bind = link->bind;
@@ -322,7 +322,7 @@ uint64_t Gateway::connection_id(const PeerConfig& pc) const {
   return pair_connection_id(bind, endpoint);
 }
 
-void Gateway::open_transport(PeerState& p, TimePoint now) {
+void Worker::open_transport(PeerState& p, TimePoint now) {
   const PeerPath& first = p.paths.front();
   transport::TransportConfig tc;
   tc.connection_id = connection_id(p.cfg);
@@ -356,7 +356,7 @@ void Gateway::open_transport(PeerState& p, TimePoint now) {
 }
 
 // This worker's shared socket on `link`, opened for the link's first peer.
-UdpLinkMux& Gateway::shared_link(const WanLinkConfig& link, const io::UdpUringOptions& o) {
+UdpLinkMux& Worker::shared_link(const WanLinkConfig& link, const io::UdpUringOptions& o) {
   for (auto& [l, m] : shared_links_) {
     if (l == &link) return *m;
   }
@@ -365,14 +365,14 @@ UdpLinkMux& Gateway::shared_link(const WanLinkConfig& link, const io::UdpUringOp
   return *shared_links_.back().second;
 }
 
-Gateway::~Gateway() {
+Worker::~Worker() {
   for (uint32_t i = 0; i < txq_len_; ++i) rte_pktmbuf_free(txq_[(txq_head_ + i) % kTxQueue]);
   for (const auto& e : neigh_.entries()) {
     for (uint32_t i = 0; i < e.npending; ++i) rte_pktmbuf_free(e.pending[i]);
   }
 }
 
-std::string Gateway::reload(const GatewayConfig& cfg) {
+std::string Worker::reload(const GatewayConfig& cfg) {
   std::vector<Route> routes;
   for (const RouteConfig& r : cfg.routes) {
     uint32_t idx = UINT32_MAX;
@@ -407,14 +407,14 @@ std::string Gateway::reload(const GatewayConfig& cfg) {
   return what;
 }
 
-const Gateway::Route* Gateway::lookup(const roce::IpAddr& dst) const noexcept {
+const Worker::Route* Worker::lookup(const roce::IpAddr& dst) const noexcept {
   for (const Route& r : routes_) {
     if (r.prefix.contains(dst)) return &r;
   }
   return nullptr;
 }
 
-void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
+void Worker::drop(Drop why, rte_mbuf* m) noexcept {
   ++ctr_.drops[static_cast<size_t>(why)];
   if (m != nullptr) rte_pktmbuf_free(m);
 }
@@ -427,7 +427,7 @@ void Gateway::drop(Drop why, rte_mbuf* m) noexcept {
 // Whether the peer process is a new one since its transport was set up: a
 // path's handshake carried an incarnation other than the one the transport
 // was set up with (each path's session learns it; the first one the peer).
-bool Gateway::peer_restarted(PeerState& peer) noexcept {
+bool Worker::peer_restarted(PeerState& peer) noexcept {
   for (const PeerPath& path : peer.paths) {
     const uint64_t inc = path.secure ? path.secure->peer_incarnation() : 0;
     if (inc == 0 || inc == peer.incarnation) continue;
@@ -438,7 +438,7 @@ bool Gateway::peer_restarted(PeerState& peer) noexcept {
   return false;
 }
 
-void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
+void Worker::reset_transport(PeerState& peer, TimePoint now) noexcept {
   try {
     open_transport(peer, now);
   } catch (const std::exception&) {
@@ -460,7 +460,7 @@ void Gateway::reset_transport(PeerState& peer, TimePoint now) noexcept {
   split_->on_peer_restart(&peer, idx, now);
 }
 
-bool Gateway::poll(TimePoint now) noexcept {
+bool Worker::poll(TimePoint now) noexcept {
   moved_ = false;
   ++ctr_.loops;
   local_rx(now);
@@ -490,7 +490,7 @@ bool Gateway::poll(TimePoint now) noexcept {
   return moved_;
 }
 
-void Gateway::resume_parked(TimePoint now) noexcept {
+void Worker::resume_parked(TimePoint now) noexcept {
   bool resumed = false;
   for (auto& p : peers_) {
     PeerState& peer = *p;
@@ -508,13 +508,13 @@ void Gateway::resume_parked(TimePoint now) noexcept {
   if (resumed) flush_local();
 }
 
-TimePoint Gateway::next_timeout() const noexcept {
+TimePoint Worker::next_timeout() const noexcept {
   TimePoint t = std::min(next_housekeeping_, split_->next_timeout());
   for (const auto& p : peers_) t = std::min(t, p->conn->next_timeout());
   return t;
 }
 
-void Gateway::idle_wait(Duration d) noexcept {
+void Worker::idle_wait(Duration d) noexcept {
   if (sole_socket_ != nullptr) {
     sole_socket_->wait(d, local_.wake_fd());
   } else {
@@ -524,7 +524,7 @@ void Gateway::idle_wait(Duration d) noexcept {
   local_.disarm();
 }
 
-void Gateway::local_rx(TimePoint now) noexcept {
+void Worker::local_rx(TimePoint now) noexcept {
   rte_mbuf* pkts[kBurst];
   for (int round = 0; round < 4; ++round) {
     const uint16_t n = local_.rx(pkts, kBurst);
@@ -584,7 +584,7 @@ void Gateway::local_rx(TimePoint now) noexcept {
   rx_tag_ = {};
 }
 
-bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
+bool Worker::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
   key.src = ip_src(ip);
   key.dst = ip_dst(ip);
   uint32_t l4 = 0;
@@ -620,7 +620,7 @@ bool Gateway::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
   return true;
 }
 
-void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
+void Worker::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) noexcept {
   const uint32_t iplen = ip_packet_len(ip, len);
   if (iplen == 0) {
     drop(Drop::kMalformedIp, m);
@@ -697,8 +697,8 @@ void Gateway::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) n
   }
 }
 
-bool Gateway::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len,
-                           TimePoint now, const VlanTag& tag) noexcept {
+bool Worker::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32_t len,
+                          TimePoint now, const VlanTag& tag) noexcept {
   transport::Connection& c = *peer.conn;
   const uint32_t hdr = tag.present ? kTaggedRecordHeader : 0;
   const size_t rec = len + hdr + 2U;
@@ -719,7 +719,7 @@ bool Gateway::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint3
   return true;
 }
 
-void Gateway::flush_tails(TimePoint now) noexcept {
+void Worker::flush_tails(TimePoint now) noexcept {
   if (tails_ == 0) return;  // the common case: no scan of the flow table
   for (Flow& f : flows_.flows()) {
     if (!f.used || f.tail.empty()) continue;
@@ -730,7 +730,7 @@ void Gateway::flush_tails(TimePoint now) noexcept {
   }
 }
 
-bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept {
+bool Worker::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noexcept {
   if (flow.offered_epoch != window_epoch_) {
     flow.offered_epoch = window_epoch_;
     ++window_offered_;
@@ -755,7 +755,7 @@ bool Gateway::within_share(const PeerState& peer, Flow& flow, uint32_t rec) noex
   return admit(v);
 }
 
-void Gateway::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept {
+void Worker::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t len) noexcept {
   (void)len;
   // The flow's share of the BDP budget: the connection holds more than one
   // BDP of unacknowledged data and this flow wrote more than the average
@@ -785,7 +785,7 @@ void Gateway::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t l
   ++ctr_.ce_marked;
 }
 
-void Gateway::drain_peer(PeerState& peer, TimePoint now) noexcept {
+void Worker::drain_peer(PeerState& peer, TimePoint now) noexcept {
   transport::Connection& c = *peer.conn;
   uint64_t id = 0;
   while (c.next_readable(&id)) {
@@ -798,7 +798,7 @@ void Gateway::drain_peer(PeerState& peer, TimePoint now) noexcept {
   }
 }
 
-void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept {
+void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept {
   transport::Connection& c = *peer.conn;
   PeerState::RxStream& rs = peer.rx[id];
   for (;;) {
@@ -866,7 +866,7 @@ void Gateway::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept
   }
 }
 
-bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
+bool Worker::deliverable(const uint8_t* ip, uint32_t len) noexcept {
   if (ip_packet_len(ip, len) != len) {
     drop(Drop::kBadRecord);
     return false;
@@ -880,14 +880,14 @@ bool Gateway::deliverable(const uint8_t* ip, uint32_t len) noexcept {
   return true;
 }
 
-VlanTag Gateway::site_tag_for(const uint8_t* ip, const VlanTag& sender) const noexcept {
+VlanTag Worker::site_tag_for(const uint8_t* ip, const VlanTag& sender) const noexcept {
   // The route lookup only when some route overrides the site's policy.
   const Route* r = route_vlans_ ? lookup(ip_src(ip)) : nullptr;
   const VlanPolicy& policy = r != nullptr && r->vlan ? *r->vlan : cfg_.local.vlan;
   return site_tag(sender, policy, ip_dscp(ip));
 }
 
-bool Gateway::push_tag(rte_mbuf* m, const VlanTag& tag) noexcept {
+bool Worker::push_tag(rte_mbuf* m, const VlanTag& tag) noexcept {
   auto* eth = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, kVlanTagBytes));
   if (eth == nullptr) return false;
   std::memmove(eth, eth + kVlanTagBytes, 12);
@@ -896,7 +896,7 @@ bool Gateway::push_tag(rte_mbuf* m, const VlanTag& tag) noexcept {
   return true;
 }
 
-void Gateway::reply_local(rte_mbuf* m) noexcept {
+void Worker::reply_local(rte_mbuf* m) noexcept {
   if (rx_tag_.present) {
     if (!push_tag(m, rx_tag_)) {
       drop(Drop::kNoMbuf, m);
@@ -907,8 +907,8 @@ void Gateway::reply_local(rte_mbuf* m) noexcept {
   enqueue_local(m);
 }
 
-void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now, const VlanTag& tag,
-                      bool from_wan) noexcept {
+void Worker::deliver(const uint8_t* ip, uint32_t len, TimePoint now, const VlanTag& tag,
+                     bool from_wan) noexcept {
   if (!deliverable(ip, len)) return;
   rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
   if (m == nullptr) {
@@ -925,8 +925,8 @@ void Gateway::deliver(const uint8_t* ip, uint32_t len, TimePoint now, const Vlan
   send_to_host(m, eth, len, now, from_wan ? site_tag_for(ip, tag) : tag);
 }
 
-void Gateway::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
-                            const VlanTag& sender) noexcept {
+void Worker::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
+                           const VlanTag& sender) noexcept {
   if (!deliverable(eth + kEthLen, len)) {
     rte_pktmbuf_free(m);
     return;
@@ -934,8 +934,8 @@ void Gateway::deliver_frame(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint n
   send_to_host(m, eth, len, now, site_tag_for(eth + kEthLen, sender));
 }
 
-void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
-                           const VlanTag& tag) noexcept {
+void Worker::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now,
+                          const VlanTag& tag) noexcept {
   (void)len;
   const uint8_t* ip = eth + kEthLen;
   const roce::IpAddr dst = ip_dst(ip);
@@ -973,7 +973,7 @@ void Gateway::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint no
   }
 }
 
-void Gateway::enqueue_local(rte_mbuf* m) noexcept {
+void Worker::enqueue_local(rte_mbuf* m) noexcept {
   if (txq_len_ >= kTxQueue) {
     drop(Drop::kLocalTxFull, m);
     return;
@@ -982,7 +982,7 @@ void Gateway::enqueue_local(rte_mbuf* m) noexcept {
   ++txq_len_;
 }
 
-void Gateway::flush_local() noexcept {
+void Worker::flush_local() noexcept {
   while (txq_len_ > 0) {
     rte_mbuf* burst[kBurst];
     const uint16_t n = static_cast<uint16_t>(std::min<uint32_t>(txq_len_, kBurst));
@@ -998,7 +998,7 @@ void Gateway::flush_local() noexcept {
   }
 }
 
-void Gateway::housekeeping(TimePoint now) noexcept {
+void Worker::housekeeping(TimePoint now) noexcept {
   next_housekeeping_ = now + Duration::from_ms(100);
   // Backlog windows of about one smoothed RTT (at least 10 ms).
   Duration win = Duration::from_ms(10);

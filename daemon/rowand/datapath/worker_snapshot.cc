@@ -1,4 +1,4 @@
-// Gateway::publish and the snapshot the control socket reads, made in the
+// Worker::publish and the snapshot the control socket reads, made in the
 // worker's publish step (about ten times a second and on a control request),
 // never per packet; site.cc merges the workers' snapshots. The flow list
 // (up to 1,000 flows, the bulk of it) is copied as plain records and
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "datapath/gateway.h"
+#include "datapath/worker.h"
 #include "rowan/build_version.h"
 
 namespace rowan::gw {
@@ -47,7 +47,7 @@ nlohmann::ordered_json fec_view(const transport::PathStats& s) {
 // One path of a peer as `rowanctl links` lists it: the link, its socket or
 // port and the counters of what crossed it.
 // A peer's paths as `rowanctl peers` shows them: link, state, RTT, cwnd.
-nlohmann::ordered_json Gateway::path_summary(const PeerState& p) const {
+nlohmann::ordered_json Worker::path_summary(const PeerState& p) const {
   using J = nlohmann::ordered_json;
   J out = J::array();
   for (uint16_t i = 0; i < p.paths.size(); ++i) {
@@ -65,8 +65,8 @@ nlohmann::ordered_json Gateway::path_summary(const PeerState& p) const {
   return out;
 }
 
-nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& path,
-                                          TimePoint now) const {
+nlohmann::ordered_json Worker::link_view(const PeerState& p, const PeerPath& path,
+                                         TimePoint now) const {
   using J = nlohmann::ordered_json;
   const WanLinkConfig& link = *path.link;
   const io::IoStats& io = path.link_io().stats();
@@ -147,7 +147,7 @@ nlohmann::ordered_json Gateway::link_view(const PeerState& p, const PeerPath& pa
   return v;
 }
 
-void Gateway::publish(TimePoint now) {
+void Worker::publish(TimePoint now) {
   // The peers' events, logged here (every 100 ms) rather than on the packet path.
   for (auto& pp : peers_) {
     PeerState& p = *pp;
@@ -193,7 +193,7 @@ void Gateway::publish(TimePoint now) {
   snap_cv_.notify_all();
 }
 
-nlohmann::ordered_json Gateway::snapshot(const std::string& cmd, Duration wait) const {
+nlohmann::ordered_json Worker::snapshot(const std::string& cmd, Duration wait) const {
   std::unique_lock<std::mutex> lock(snap_mu_);
   const uint64_t gen = snap_gen_;
   publish_wanted_.store(true, std::memory_order_release);
@@ -205,7 +205,7 @@ nlohmann::ordered_json Gateway::snapshot(const std::string& cmd, Duration wait) 
 
 // Control thread, under snap_mu_. Peer names are set at construction and
 // never change, so reading them here races with nothing.
-nlohmann::ordered_json Gateway::render_flows() const {
+nlohmann::ordered_json Worker::render_flows() const {
   using J = nlohmann::ordered_json;
   J flows = J::array();
   for (const FlowView& f : flow_views_) {
@@ -233,7 +233,7 @@ nlohmann::ordered_json Gateway::render_flows() const {
   return flows;
 }
 
-nlohmann::ordered_json Gateway::make_snapshot(TimePoint now) const {
+nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
   using J = nlohmann::ordered_json;
   J peers = J::array();
   J links = J::array();

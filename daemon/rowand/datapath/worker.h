@@ -10,7 +10,7 @@
 // carries one flow's packets in order; a local MTU larger than the WAN's is
 // handled by the stream (records span datagrams and are reassembled).
 //
-// One Gateway is one packet worker (ARCHITECTURE.md "Packet workers"): it
+// A Worker is one packet worker (ARCHITECTURE.md "Packet workers"): it
 // owns a shard of the flows (flow table, split state), its own connection to
 // each peer (worker i binds the link's port + i and talks to the peer's port
 // + i, so worker i of one gateway pairs with worker i of the other) and its
@@ -178,7 +178,7 @@ struct PeerState {
   uint64_t ce_marked = 0;  ///< CE marks applied to this peer's flows
 };
 
-struct GatewayCounters {
+struct WorkerCounters {
   uint64_t local_rx_packets = 0;
   uint64_t local_rx_bytes = 0;
   uint64_t local_tx_packets = 0;
@@ -198,9 +198,9 @@ struct GatewayCounters {
   std::array<uint64_t, static_cast<size_t>(FlowKind::kOther) + 1> flow_drops{};
 };
 
-class GatewaySplitIo;
+class WorkerSplitIo;
 
-/// Which worker a Gateway is (site.h).
+/// Which of the site's workers this is, and its duties (site.h).
 struct WorkerOptions {
   uint32_t index = 0;             ///< 0..workers-1; WAN ports are offset by it
   uint32_t lcore = 0;             ///< the EAL lcore it runs on
@@ -208,14 +208,14 @@ struct WorkerOptions {
   bool reports_port = true;       ///< reports the site port's own counters (one worker)
 };
 
-class Gateway {
+class Worker {
  public:
   /// Opens the peers' WAN links and connections. Throws on failure.
-  Gateway(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
-          const WorkerOptions& worker = {});
-  ~Gateway();
-  Gateway(const Gateway&) = delete;
-  Gateway& operator=(const Gateway&) = delete;
+  Worker(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
+         const WorkerOptions& worker = {});
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
 
   /// One pass of the packet loop at `now`; returns whether any packet moved.
   bool poll(TimePoint now) noexcept;
@@ -253,9 +253,9 @@ class Gateway {
   nlohmann::ordered_json snapshot(const std::string& cmd,
                                   Duration wait = Duration::from_ms(250)) const;
 
-  const GatewayCounters& counters() const { return ctr_; }
+  const WorkerCounters& counters() const { return ctr_; }
   /// Exporter thread: a copy of the metrics publish() last copied
-  /// (gateway_metrics.cc).
+  /// (worker_metrics.cc).
   DataPathMetrics metrics() const;
   const std::vector<std::unique_ptr<PeerState>>& peers() const { return peers_; }
 
@@ -322,7 +322,7 @@ class Gateway {
   nlohmann::ordered_json path_summary(const PeerState& p) const;
   nlohmann::ordered_json link_view(const PeerState& p, const PeerPath& path, TimePoint now) const;
   nlohmann::ordered_json render_flows() const;                 ///< control thread, under snap_mu_
-  void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< gateway_metrics.cc
+  void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< worker_metrics.cc
 
   GatewayConfig cfg_;
   SiteIo& local_;
@@ -345,7 +345,7 @@ class Gateway {
   FlowTable flows_;
   NeighborTable neigh_;
   VlanTag rx_tag_;  ///< the 802.1Q tag of the site frame being handled (local_rx)
-  GatewayCounters ctr_;
+  WorkerCounters ctr_;
 
   static constexpr uint16_t kBurst = 32;
   static constexpr uint32_t kTxQueue = 1024;
@@ -364,8 +364,8 @@ class Gateway {
   bool moved_ = false;
   uint32_t tails_ = 0;  ///< flows holding a partly written record
 
-  friend class GatewaySplitIo;  ///< split mode's access to carrying and delivery
-  std::unique_ptr<GatewaySplitIo> split_io_;
+  friend class WorkerSplitIo;  ///< split mode's access to carrying and delivery
+  std::unique_ptr<WorkerSplitIo> split_io_;
   std::unique_ptr<SplitEngine> split_;  ///< split-mode routes (split_engine.h)
 
   mutable std::mutex snap_mu_;

@@ -1,4 +1,4 @@
-// Gateway::fill_metrics and Gateway::metrics: the packet lcore's plain
+// Worker::fill_metrics and Worker::metrics: the packet lcore's plain
 // counters copied into a DataPathMetrics (metrics.h) for the Prometheus
 // collector. Runs in publish(), about ten times a second, never per packet.
 #include <algorithm>
@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "datapath/gateway.h"
+#include "datapath/worker.h"
 
 namespace rowan::gw {
 
-void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
+void Worker::fill_metrics(TimePoint now, DataPathMetrics& m) const {
   // One wall-clock read per publish turns monotonic times into Unix times.
   const double wall_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -228,7 +228,7 @@ void Gateway::fill_metrics(TimePoint now, DataPathMetrics& m) const {
   m.split.egress = roles[2];
 }
 
-DataPathMetrics Gateway::metrics() const {
+DataPathMetrics Worker::metrics() const {
   std::lock_guard<std::mutex> lock(snap_mu_);
   return metrics_;
 }
