@@ -38,8 +38,8 @@ install(FILES ${_deploy}/systemd/rowan.tmpfiles DESTINATION lib/tmpfiles.d RENAM
 install(PROGRAMS ${_deploy}/hugepages/rowan-hugepages DESTINATION lib/rowan COMPONENT rowand)
 install(FILES ${PROJECT_SOURCE_DIR}/config/rowand.toml ${_deploy}/hugepages/hugepages.conf
         DESTINATION ${ROWAN_DOCDIR}/examples COMPONENT rowand)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/two-site DESTINATION ${ROWAN_DOCDIR}/examples
-        COMPONENT rowand)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/two-site ${PROJECT_SOURCE_DIR}/config/nic
+        DESTINATION ${ROWAN_DOCDIR}/examples COMPONENT rowand)
 install(DIRECTORY ${_deploy}/grafana/dashboards ${_deploy}/grafana/provisioning
         DESTINATION ${ROWAN_DATADIR}/grafana COMPONENT rowand)
 install(FILES ${_deploy}/prometheus/prometheus.yml ${_deploy}/prometheus/rowan.rules.yml

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "control.h"
+#include "control/control.h"
 
 namespace rowan::ctl {
 namespace {

@@ -1,5 +1,5 @@
 // `rowanctl status|peers|links|flows|routes|peer NAME|reload [--json]`: one
-// request over the daemon's control socket (daemon/rowand/control.h), printed
+// request over the daemon's control socket (daemon/rowand/control/control.h), printed
 // as a table or as the JSON result.
 #pragma once
 

@@ -33,16 +33,16 @@
 #include <CLI/CLI.hpp>
 
 #include "base/clock.h"
-#include "config.h"
-#include "control.h"
-#include "dpdk_port.h"
+#include "config/config.h"
+#include "control/control.h"
+#include "control/logging.h"
+#include "control/metrics.h"
+#include "control/reload.h"
+#include "control/telemetry.h"
+#include "datapath/dpdk_port.h"
+#include "datapath/site.h"
 #include "io/af_packet_ring.h"
-#include "logging.h"
-#include "metrics.h"
-#include "reload.h"
 #include "rowan/build_version.h"
-#include "site.h"
-#include "telemetry.h"
 
 namespace {
 

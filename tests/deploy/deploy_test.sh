@@ -138,7 +138,8 @@ dpkg-deb --contents "$deb" >"$tmp/contents"
 for f in ./usr/sbin/rowand ./usr/bin/rowanctl ./usr/lib/systemd/system/rowand.service \
   ./usr/lib/systemd/system/rowand@.service ./usr/lib/systemd/system/rowan-hugepages.service \
   ./usr/lib/sysusers.d/rowan.conf ./usr/lib/tmpfiles.d/rowan.conf ./usr/lib/rowan/rowan-hugepages \
-  ./usr/share/doc/rowan/examples/rowand.toml ./usr/share/rowan/grafana/dashboards/rowan-peer.json \
+  ./usr/share/doc/rowan/examples/rowand.toml ./usr/share/doc/rowan/examples/nic/mlx5.toml \
+  ./usr/share/rowan/grafana/dashboards/rowan-peer.json \
   ./usr/share/rowan/grafana/provisioning/dashboards/rowan.yaml \
   ./usr/share/rowan/prometheus/rowan.rules.yml; do
   grep -q " $f\$" "$tmp/contents" || fail "the .deb lacks $f"

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control.h"
+#include "control/control.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for rowand's split engine (daemon/rowand/split_engine.*):
+// libFuzzer target for rowand's split engine (daemon/rowand/split/split_engine.*):
 // two gateways, A and B, between two simulated hosts, driven by a sequence
 // of operations read from the input: RoCEv2 packets from host A or host B
 // (a hostile or buggy NIC: any opcode, PSN, QP, flags, length, raw bytes,
@@ -21,7 +21,7 @@
 #include <cstring>
 #include <vector>
 
-#include "split_engine.h"
+#include "split/split_engine.h"
 #include "tools/split_flows.h"
 
 namespace {

@@ -3,7 +3,7 @@
 
 Run inside rowan-a-gw: sends COUNT frames of each kind out of wan0 toward
 gateway B's WAN port (its MAC given), through the emulated WAN. Each kind is
-one drop reason of daemon/rowand/dpdk_wan_io.h:
+one drop reason of daemon/rowand/datapath/dpdk_wan_io.h:
   bad_ip_checksum   IPv4 header checksum wrong
   bad_udp_checksum  UDP checksum wrong
   wrong_port        UDP to another port

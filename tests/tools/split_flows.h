@@ -1,13 +1,13 @@
 // The gateway's flow table as the split engine's fakes give it
 // (SplitIo::find_flow / open_flow, and the classifier's flow for each packet
-// a host sends): a real FlowTable keyed as gateway.cc keys RoCEv2, so every
+// a host sends): a real FlowTable keyed as worker.cc keys RoCEv2, so every
 // QP direction has its own flow entry and its own split slots.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "flow_table.h"
+#include "datapath/flow_table.h"
 
 namespace rowan::test {
 

@@ -1,6 +1,6 @@
 // Path telemetry: a snapshot of the local rowand's peers and routes, built
 // from its control socket's `peers`, `links` and `status` replies (see
-// daemon/rowand/control.h for the protocol). Shared by librowan and
+// daemon/rowand/control/control.h for the protocol). Shared by librowan and
 // `rowanctl qp-attrs`. Below them, the telemetry client behind the C API's
 // rowan_telemetry handle (rowan.cc is the shim over it).
 //

@@ -1,7 +1,7 @@
 // Packet I/O: burst send and receive of whole datagrams.
 //
 // Backends: an in-memory loopback for tests (loopback.h), an io_uring UDP
-// socket (udp_uring.h), the DPDK WAN port (daemon/rowand/dpdk_wan_io.h) and
+// socket (udp_uring.h), the DPDK WAN port (daemon/rowand/datapath/dpdk_wan_io.h) and
 // the link-security wrapper around any of them (lib/src/crypto/secure_io.h).
 // The transport never sees which one it runs on.
 //

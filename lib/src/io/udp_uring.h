@@ -53,7 +53,7 @@ struct UdpUringOptions {
   /// Where datagrams go; only datagrams from it are accepted. Empty (len 0):
   /// an unconnected socket shared by several peers, which accepts every
   /// source and is used through recv_burst_from/send_burst_to
-  /// (daemon/rowand/wan_link_mux.h).
+  /// (daemon/rowand/datapath/wan_link_mux.h).
   UdpEndpoint peer;
   uint32_t max_datagram = 1472;  ///< UDP payload bytes (MTU − IP − UDP)
   /// Receives kept posted. Each one waiting on an empty socket is an entry

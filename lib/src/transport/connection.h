@@ -167,7 +167,7 @@ struct PathStats {
 };
 
 /// Counters and gauges of a connection: rowand exports them per peer
-/// (daemon/rowand/gateway_metrics.cc), librowan per channel
+/// (daemon/rowand/datapath/worker_metrics.cc), librowan per channel
 /// (rowan_channel_stats_get). With several paths, counters are totals over
 /// the paths; srtt, min_rtt, rttvar and latest_rtt are the lowest-numbered
 /// up path's; cwnd, pacing_rate, btlbw and bytes_in_flight are sums over

@@ -2,7 +2,7 @@
 // without (and the sleep after them) as idle; the ratio covers the last window.
 #include <gtest/gtest.h>
 
-#include "busy_meter.h"
+#include "datapath/busy_meter.h"
 
 namespace rowan::gw {
 namespace {

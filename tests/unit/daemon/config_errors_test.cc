@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "config/config.h"
 #include "config_test_util.h"
 #include "crypto/keys.h"
 #include "fec/policy.h"

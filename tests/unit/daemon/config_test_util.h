@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "config/config.h"
 #include "crypto/keys.h"
 #include "tools/paths.h"
 #include "tools/temp_dir.h"

@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control.h"
+#include "control/control.h"
 #include "ctl.h"
 #include "tools/paths.h"
 #include "tools/temp_dir.h"

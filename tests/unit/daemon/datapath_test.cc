@@ -17,16 +17,16 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "config.h"
+#include "config/config.h"
 #include "crypto/keys.h"
-#include "distributor.h"
-#include "flow_table.h"
-#include "gateway.h"
+#include "datapath/distributor.h"
+#include "datapath/flow_table.h"
+#include "datapath/shard.h"
+#include "datapath/worker.h"
 #include "memory_site_io.h"
-#include "shard.h"
+#include "net/vlan.h"
 #include "test_frames.h"
 #include "tools/temp_dir.h"
-#include "vlan.h"
 
 namespace rowan::gw {
 namespace {
@@ -237,8 +237,8 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   const auto base = static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
   MemorySiteIo site_a(g_pool, "mem-a", kMacA), site_b(g_pool, "mem-b", kMacB);
   MonotonicClock clock;
-  Gateway a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
-  Gateway b(config_for('b', static_cast<uint16_t>(base + 1), base), site_b, clock);
+  Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
+  Worker b(config_for('b', static_cast<uint16_t>(base + 1), base), site_b, clock);
   const auto sent = frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 200);
   ASSERT_TRUE(site_a.inject(sent));
   ASSERT_TRUE(site_a.inject(frame4(kHostA, 0xC6120901, 17, 40000, 9, 0, 0, kMacA, kHostMacA)));
@@ -343,13 +343,13 @@ void three_sites(bool secure) {
     io.push_back(std::make_unique<MemorySiteIo>(g_pool, "mem-" + std::to_string(n), gw_mac(n)));
   }
   MonotonicClock clock;
-  std::vector<std::unique_ptr<Gateway>> gw;
+  std::vector<std::unique_ptr<Worker>> gw;
   gw.push_back(
-      std::make_unique<Gateway>(site_config(1, p1, {{2, p2}, {3, p3}}, key_dir), *io[0], clock));
+      std::make_unique<Worker>(site_config(1, p1, {{2, p2}, {3, p3}}, key_dir), *io[0], clock));
   gw.push_back(
-      std::make_unique<Gateway>(site_config(2, p2, {{1, p1}, {3, p3}}, key_dir), *io[1], clock));
+      std::make_unique<Worker>(site_config(2, p2, {{1, p1}, {3, p3}}, key_dir), *io[1], clock));
   gw.push_back(
-      std::make_unique<Gateway>(site_config(3, p3, {{1, p1}, {2, p2}}, key_dir), *io[2], clock));
+      std::make_unique<Worker>(site_config(3, p3, {{1, p1}, {2, p2}}, key_dir), *io[2], clock));
   // Each site's host sends to both others; 3 frames a direction.
   std::map<int, std::vector<std::vector<uint8_t>>> sent;  // by destination site
   for (int from = 1; from <= 3; ++from) {
@@ -476,8 +476,8 @@ void two_links(bool secure) {
   }
   MemorySiteIo site_a(g_pool, "mem-a", gw_mac(1)), site_b(g_pool, "mem-b", gw_mac(2));
   MonotonicClock clock;
-  Gateway a(two_link_config(1, base, static_cast<uint16_t>(base + 1), key_dir), site_a, clock);
-  Gateway b(two_link_config(2, static_cast<uint16_t>(base + 1), base, key_dir), site_b, clock);
+  Worker a(two_link_config(1, base, static_cast<uint16_t>(base + 1), key_dir), site_a, clock);
+  Worker b(two_link_config(2, static_cast<uint16_t>(base + 1), base, key_dir), site_b, clock);
   constexpr uint32_t kFrames = 600;
   std::multiset<std::string> want, have;
   std::vector<std::vector<uint8_t>> frames;
@@ -557,7 +557,7 @@ struct VlanRun {
   std::vector<std::vector<uint8_t>> out;      // frames toward B's host (ARP aside)
   std::vector<std::vector<uint8_t>> asks;     // B's ARP requests
   std::vector<std::vector<uint8_t>> a_local;  // what A sent its own site
-  GatewayCounters a, b;
+  WorkerCounters a, b;
 };
 
 // `then` is injected at A once the first `want` frames reached B's host (B
@@ -571,9 +571,8 @@ VlanRun run_vlan(const std::vector<std::vector<uint8_t>>& at_a, size_t want,
   const auto base = static_cast<uint16_t>(20000 + (getpid() % 1000) * 8 + 2 * (runs++ % 4));
   MemorySiteIo site_a(g_pool, "mem-va", kMacA), site_b(g_pool, "mem-vb", kMacB);
   MonotonicClock clock;
-  Gateway a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
-  Gateway b(config_for('b', static_cast<uint16_t>(base + 1), base, b_local, b_route), site_b,
-            clock);
+  Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
+  Worker b(config_for('b', static_cast<uint16_t>(base + 1), base, b_local, b_route), site_b, clock);
   for (const auto& f : at_a) EXPECT_TRUE(site_a.inject(f));
   VlanRun r;
   bool then_sent = then.empty();

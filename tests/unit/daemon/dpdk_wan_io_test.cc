@@ -1,4 +1,4 @@
-// The DPDK WAN backend (daemon/rowand/dpdk_wan_io.h) on a real port: a
+// The DPDK WAN backend (daemon/rowand/datapath/dpdk_wan_io.h) on a real port: a
 // net_af_packet vdev on one end of a veth pair inside a network namespace this
 // test creates, the Linux kernel on the other end. The kernel is the peer that
 // checks our frames: it answers our ARP, ARPs for our address, and its UDP
@@ -28,7 +28,7 @@
 
 #include "base/clock.h"
 #include "codec/bytes.h"
-#include "dpdk_wan_io.h"
+#include "datapath/dpdk_wan_io.h"
 #include "io/udp_uring.h"
 #include "tools/shell.h"
 

@@ -1,7 +1,7 @@
-// rowand's idle loop policy (daemon/rowand/idle_policy.h) with a fake clock:
+// rowand's idle loop policy (daemon/rowand/datapath/idle_policy.h) with a fake clock:
 // the spin, the doorbell arm and the block; wake-up coalescing under load
 // and not for a lone packet; the timer bound; the back-off without a doorbell.
-#include "idle_policy.h"
+#include "datapath/idle_policy.h"
 
 #include <gtest/gtest.h>
 

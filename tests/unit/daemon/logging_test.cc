@@ -13,7 +13,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "logging.h"
+#include "control/logging.h"
 
 namespace rowan::gw {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "site_io.h"
+#include "datapath/site_io.h"
 
 namespace rowan::gw {
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "metrics.h"
+#include "control/metrics.h"
 
 namespace rowan::gw {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "peer_events.h"
+#include "datapath/peer_events.h"
 
 namespace rowan::gw {
 namespace {

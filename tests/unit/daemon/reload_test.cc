@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "reload.h"
+#include "control/reload.h"
 
 namespace rowan::gw {
 namespace {

@@ -1,9 +1,9 @@
-// The local port's doorbell (daemon/rowand/rx_waker.h): which specs get one,
+// The local port's doorbell (daemon/rowand/datapath/rx_waker.h): which specs get one,
 // that it rings for an incoming frame and not for an outgoing one, that
 // arm() empties it and a flood cannot grow it, and that UdpUringIo::wait
 // ends when it rings. Runs in a network namespace of its own (root), so
 // only this test's frames reach its loopback.
-#include "rx_waker.h"
+#include "datapath/rx_waker.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

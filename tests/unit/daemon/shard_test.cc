@@ -1,6 +1,6 @@
-// The packet workers' ownership rule (daemon/rowand/shard.h): which worker a
+// The packet workers' ownership rule (daemon/rowand/datapath/shard.h): which worker a
 // frame from the site port goes to.
-#include "shard.h"
+#include "datapath/shard.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // How the control plane merges the packet workers' snapshots (site.h):
 // counters summed, per-site figures kept, a peer as up as its least-up
 // worker connection, flows listed with their worker.
-#include "site.h"
+#include "datapath/site.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // datagrams reach the port of the connection id in their header (plaintext
 // links) or of their source (encrypted links), a port's sends go to its
 // peer, and what nobody claims or no queue can hold is counted.
-#include "wan_link_mux.h"
+#include "datapath/wan_link_mux.h"
 
 #include <unistd.h>
 

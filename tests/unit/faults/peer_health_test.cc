@@ -1,6 +1,6 @@
 // PeerHealth on injected times: idle links with keepalives stay up, a flap
 // is one outage measured from the last datagram before it to the first after.
-#include "peer_health.h"
+#include "datapath/peer_health.h"
 
 #include <gtest/gtest.h>
 

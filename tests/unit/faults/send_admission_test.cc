@@ -1,8 +1,8 @@
-// Send-buffer admission (daemon/rowand/send_admission.h) and the root cause of
+// Send-buffer admission (daemon/rowand/datapath/send_admission.h) and the root cause of
 // the 30 s flap's RoCE losses (docs/faults.md): flows active when an outage
 // begins fill the reserve of a buffer that no longer drains, and a flow that
 // starts during the outage finds no room.
-#include "send_admission.h"
+#include "datapath/send_admission.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include <new>
 #include <vector>
 
-#include "split_engine.h"
+#include "split/split_engine.h"
 #include "tools/fake_clock.h"
 #include "tools/split_flows.h"
 

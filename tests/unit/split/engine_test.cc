@@ -1,4 +1,4 @@
-// The split engine of rowand (daemon/rowand/split_engine.*) between two fake
+// The split engine of rowand (daemon/rowand/split/split_engine.*) between two fake
 // gateways: pairing by PSN match, the control record, local ACKs with the
 // remote host's MSN, re-origination, ACK consumption, go-back on a NAK,
 // the retransmission timer, and a fatal NAK reaching the requester.

@@ -3,7 +3,7 @@
 // that play the hosts' RoCEv2 packets through them.
 #pragma once
 
-#include "split_engine.h"
+#include "split/split_engine.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,133 @@
+// The DPDK WAN backend ([[wan.link]] backend = "dpdk"): a PacketIo that
+// carries the transport's datagrams as Ethernet + IPv4 + UDP frames on a DPDK
+// port (a NIC, or a vdev such as net_af_packet / net_af_xdp on the WAN-side
+// interface when there is none). It owns the link's IPv4 address on that port:
+// it answers ARP for it, resolves the next hop (the peer itself when it is
+// on-link, else `next_hop`) by ARP, and accepts only UDP datagrams from the
+// peer's address and port to its own. SecureIo wraps it like the UDP backend.
+//
+//   send_burst: one mbuf per datagram from the port's pool (bulk), headers
+//               written in front of the payload, IPv4 header and UDP
+//               checksums in software, ECN in the TOS byte, one tx_burst.
+//   recv_burst: rx_burst of at most as many frames as there are buffers;
+//               ARP is answered in place; every other frame is checked
+//               (MACs, ethertype, IPv4 header and checksum, no fragments, UDP
+//               ports, source, UDP checksum, lengths) and its payload copied
+//               to the caller's buffer, or dropped and counted by reason.
+//
+// No allocation, lock or logging per packet. IPv4 only: an IPv6 link needs
+// neighbour discovery on the WAN port, which this backend does not do.
+//
+// Threading: constructed on the main thread after the EAL is up (the port's
+// vdev must have been given to init_eal); then owned by the packet lcore like
+// any PacketIo.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "codec/roce.h"
+#include "datapath/dpdk_port.h"
+#include "io/packet_io.h"
+
+namespace rowan::gw {
+
+/// Why the WAN port dropped a frame or a datagram; names in kWanDropNames.
+enum class WanDrop : uint8_t {
+  kRunt,            ///< shorter than its headers claim, or than an Ethernet header
+  kNotForUs,        ///< unicast to another MAC, or IPv4 to another address
+  kUnsupportedL2,   ///< an ethertype other than IPv4/ARP (VLAN, IPv6, ...)
+  kMalformedIp,     ///< bad version, IHL or total length
+  kBadIpChecksum,   ///< IPv4 header checksum wrong
+  kFragment,        ///< an IPv4 fragment (the transport never fragments)
+  kNotUdp,          ///< IPv4 but not UDP
+  kWrongPort,       ///< UDP to a port other than the link's
+  kWrongSource,     ///< UDP from anyone but the peer's address and port
+  kBadUdpChecksum,  ///< UDP checksum wrong
+  kTruncated,       ///< payload larger than the receive buffer
+  kMalformedArp,    ///< ARP that is not Ethernet/IPv4 or is short
+  kTxUnresolved,    ///< datagram sent while the next hop's MAC is unknown
+  kTxOversize,      ///< datagram larger than the link's MTU allows
+  kCount
+};
+extern const char* const kWanDropNames[];
+
+struct DpdkWanOptions {
+  std::string device;                    ///< PCI address or vdev spec (given to init_eal too)
+  roce::IpAddr address;                  ///< the gateway's own IPv4 address on the WAN port
+  uint8_t prefix_len = 24;               ///< its subnet: a peer inside it is on-link
+  uint16_t port = 47910;                 ///< own UDP port
+  roce::IpAddr peer;                     ///< the peer gateway's address ...
+  uint16_t peer_port = 47910;            ///< ... and UDP port
+  std::optional<roce::IpAddr> next_hop;  ///< router toward the peer when it is not on-link
+  uint32_t mtu = 1500;                   ///< IP MTU of the link
+  uint16_t rx_ring = 1024;
+  uint16_t tx_ring = 1024;
+  uint32_t nb_mbufs = 8191;
+  Duration arp_retry = Duration::from_ms(200);  ///< while unresolved
+  Duration arp_refresh = Duration::from_s(30);  ///< re-ask a resolved next hop this often
+};
+
+/// Counters beyond IoStats: drops by reason and ARP.
+struct DpdkWanStats {
+  std::array<uint64_t, static_cast<size_t>(WanDrop::kCount)> drops{};
+  uint64_t arp_requests_sent = 0;
+  uint64_t arp_replies_sent = 0;
+  uint64_t arp_learned = 0;  ///< times the next hop's MAC was (re)learned
+};
+
+class DpdkWanIo final : public io::PacketIo {
+ public:
+  /// Opens the port (Port's constructor). Throws std::runtime_error, or
+  /// std::invalid_argument for a non-IPv4 address or an off-link peer
+  /// without next_hop.
+  explicit DpdkWanIo(const DpdkWanOptions& opts);
+  ~DpdkWanIo() override = default;
+
+  size_t send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept override;
+  size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override;
+  uint32_t max_datagram() const noexcept override { return opts_.mtu - kIpLen - kUdpLen; }
+  const io::IoStats& stats() const noexcept override { return stats_; }
+  const DpdkWanStats& wan_stats() const noexcept { return wan_; }
+  PortStats port_stats() const { return port_.stats(); }
+  const Port& port() const { return port_; }
+  /// Whether the next hop's MAC is known.
+  bool resolved() const noexcept { return resolved_; }
+  /// Idle back-off: the port has no completion to wait on, so this sleeps.
+  static void wait(Duration timeout) noexcept;
+
+  static constexpr uint32_t kEthLen = 14;
+  static constexpr uint32_t kIpLen = 20;
+  static constexpr uint32_t kUdpLen = 8;
+  static constexpr uint32_t kHeaders = kEthLen + kIpLen + kUdpLen;
+
+ private:
+  static constexpr uint16_t kBurst = 32;
+  void handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
+  void send_arp_request(TimePoint now) noexcept;
+  /// Writes Ethernet, IPv4 and UDP headers and the payload of `d` at `eth`.
+  void build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept;
+  /// Checks an IPv4 frame; returns the UDP payload (and its length) or null.
+  const uint8_t* accept_ipv4(const uint8_t* eth, uint32_t len, uint32_t& payload_len,
+                             io::Ecn& ecn) noexcept;
+  void count(WanDrop why) noexcept { ++wan_.drops[static_cast<size_t>(why)]; }
+
+  DpdkWanOptions opts_;
+  Port port_;
+  std::array<uint8_t, 6> mac_{};
+  std::array<uint8_t, 4> own_{};   ///< own IPv4 address
+  std::array<uint8_t, 4> peer_{};  ///< the peer's IPv4 address
+  roce::IpAddr next_hop_ip_;       ///< the next hop (the peer when on-link)
+  std::array<uint8_t, 6> next_mac_{};
+  bool resolved_ = false;
+  TimePoint learned_at_;
+  TimePoint last_request_;
+  bool requested_ = false;
+  uint16_t ip_id_ = 0;
+  io::IoStats stats_;
+  DpdkWanStats wan_;
+};
+
+}  // namespace rowan::gw
