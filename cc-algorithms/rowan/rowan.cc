@@ -112,12 +112,13 @@ Bytes Rowan::bdp(BitsPerSec rate, double gain) const {
 }
 
 Bytes Rowan::send_quantum() const {
-  // A burst of min(RTT/16, 1 ms) at the pacing rate, at least 25 µs of it:
-  // wake-ups that are late by a few hundred µs must not throttle the rate.
-  // The pacer gives a sender that woke late this much credit, so where the
-  // hosts are late by more (twice the RTT spread they cause) the quantum
-  // covers that, up to 2 ms: otherwise late wake-ups send below the pacing
-  // rate, the delivery rate follows, and the model with it.
+  // A burst of min(RTT/16, 1 ms) at the pacing rate, at least 25 µs of it
+  // and at most 64 KB. The pacer gives a sender that woke late this much
+  // credit, so where the hosts are late by more (twice the larger of the
+  // RTT spread they cause and this host's own lateness in handling ACKs)
+  // the quantum covers that, up to 2 ms and with no byte cap: otherwise late
+  // wake-ups send below the pacing rate, the delivery rate follows, and the
+  // model with it (64 KB is 52 µs at 10 Gbit/s).
   const Duration rtt_part = std::clamp(rtt_or_hint() / 16, kQuantumTime, kMaxQuantumTime);
   const Bytes q = std::clamp(pacing_.bytes_in(rtt_part), 2 * mss_, std::max(kMaxQuantum, 2 * mss_));
   const Bytes late = pacing_.bytes_in(std::min(std::max(spread_, late_) * 2, kMaxLateTime));

@@ -13,7 +13,12 @@
 //    away the headroom, below it the headroom grows back (at most two
 //    targets). cwnd = bw × (min_rtt + RTT spread + headroom) + extra_acked +
 //    one quantum, where the spread (a round's mean RTT above its least)
-//    keeps a BDP delivering through jitter and late hosts. Noise that looks
+//    keeps a BDP delivering through jitter and late hosts; the slack
+//    (spread, aggregation, quantum) gives way to a standing queue that
+//    answers the flow's own inflight (its 0.75 phase), not to a floor that
+//    does not. The hosts' part of the loop (the ACK held at the receiver,
+//    this host's lateness: outside an RTT measured from receive
+//    timestamps) is added on top, since those bytes wait in the hosts. Noise that looks
 //    like a queue can take the headroom but never the rate, so it cannot
 //    starve the flow (Arun et al., "Starvation in End-to-End Congestion
 //    Control", SIGCOMM 2022: a controller whose rate follows delay starves
