@@ -509,7 +509,13 @@ void Rowan::advance_cycle(const AckEvent& ev) {
     // it can raise the model by only that much: a probe that found the path
     // faster probes again at once, with twice the excess (a path that grew,
     // or a competitor that left, is found in a few rounds, as in startup).
-    if (mode_ == Mode::kDelay && !probe_bw0_.is_zero()) {
+    // Only with the queue at target: above it, the growth was taken from the
+    // other flows' share of the queue (a FIFO serves flows in proportion to
+    // their inflight), not found on the path, and probing again at once with
+    // twice the excess takes more of it each time. One flow among 16 ran
+    // away that way to 70 of 200 Mbit/s and squeezed the rest into model
+    // mode.
+    if (mode_ == Mode::kDelay && !probe_bw0_.is_zero() && queue_valid_ && queue_ <= target()) {
       // The excess is bytes at the link's capacity, so a flow with a small
       // share expects to grow by proportionally more.
       const double grown = static_cast<double>(excess_bytes(probe_extra_)) /
