@@ -703,17 +703,23 @@ bool Worker::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32
   const uint32_t hdr = tag.present ? kTaggedRecordHeader : 0;
   const size_t rec = len + hdr + 2U;
   if (c.send_buffer_free() < rec || len + hdr > kMaxRecord) return false;
-  store_be16(scratch_.data(), static_cast<uint16_t>(len + hdr));
-  if (tag.present) put_tagged_header(scratch_.data() + 2, tag);
-  std::memcpy(scratch_.data() + 2 + hdr, ip, len);
-  const size_t n = c.write(flow.stream, scratch_.data(), rec, false, now);
+  // The record's header is assembled here; the packet goes into the send
+  // buffer straight from the mbuf (one copy).
+  uint8_t head[2 + kTaggedRecordHeader];
+  store_be16(head, static_cast<uint16_t>(len + hdr));
+  if (tag.present) put_tagged_header(head + 2, tag);
+  const size_t n = c.write(flow.stream, head, 2U + hdr, ip, len, false, now);
   flow.window_bytes += rec;
   window_total_ += rec;
   if (flow.window_bytes == rec) ++window_flows_;
   if (n < rec) {
     // The buffer's granules ran out mid-record: keep the rest, in order,
     // ahead of this flow's later packets (rare; the only allocation here).
-    flow.tail.assign(scratch_.data() + n, scratch_.data() + rec);
+    const size_t head_len = 2U + hdr;
+    flow.tail.clear();
+    if (n < head_len) flow.tail.assign(head + n, head + head_len);
+    const size_t body_from = n > head_len ? n - head_len : 0;
+    flow.tail.insert(flow.tail.end(), ip + body_from, ip + len);
     ++tails_;
   }
   return true;

@@ -191,16 +191,19 @@ Connection::Stream* Connection::open_stream(uint64_t id) noexcept {
   return &made;
 }
 
-size_t Connection::write(uint64_t id, const uint8_t* data, size_t len, bool fin,
-                         TimePoint now) noexcept {
+size_t Connection::write(uint64_t id, const uint8_t* head, size_t head_len, const uint8_t* data,
+                         size_t body_len, bool fin, TimePoint now) noexcept {
   if (closed_) return 0;
   Stream* s = open_stream(id);
   if (s == nullptr || s->fin_written) return 0;
+  const size_t len = head_len + body_len;
   uint64_t n = std::min<uint64_t>(len, send_capacity_ - std::min(send_capacity_, send_buffered_));
   if (n > 0) {
     const uint64_t end = s->sbuf.ensure(send_pool_, s->write_end, s->write_end + n);
     n = end - s->write_end;
-    s->sbuf.write(send_pool_, s->write_end, data, n);
+    const uint64_t from_head = std::min<uint64_t>(n, head_len);
+    if (from_head > 0) s->sbuf.write(send_pool_, s->write_end, head, from_head);
+    if (n > from_head) s->sbuf.write(send_pool_, s->write_end + from_head, data, n - from_head);
     s->write_end += n;
     written_total_ += n;
     send_buffered_ += n;

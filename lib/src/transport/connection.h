@@ -267,7 +267,14 @@ class Connection {
   /// Queues up to `len` bytes on stream `id` (opened on first use); returns
   /// the bytes accepted, fewer when the send buffer is full. `fin` is applied
   /// only when every byte was accepted. `data` may be null with elide_payload.
-  size_t write(uint64_t id, const uint8_t* data, size_t len, bool fin, TimePoint now) noexcept;
+  size_t write(uint64_t id, const uint8_t* data, size_t len, bool fin, TimePoint now) noexcept {
+    return write(id, nullptr, 0, data, len, fin, now);
+  }
+  /// The same for `head` then `data` as one write: the bytes go into the
+  /// send buffer straight from both (a record header and the packet behind
+  /// it need no assembly copy). Returns the bytes accepted of the two.
+  size_t write(uint64_t id, const uint8_t* head, size_t head_len, const uint8_t* data, size_t len,
+               bool fin, TimePoint now) noexcept;
   /// The application holds at least `bytes` more than the send buffer took
   /// (a short write() says so by itself): the connection is in bulk
   /// transfer, where FEC repair would displace goodput (docs/wan-transport.md,

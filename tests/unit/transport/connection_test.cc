@@ -535,3 +535,39 @@ TEST(Connection, RttSampleExcludesALatePeersWholeAckDelay) {
 
 }  // namespace
 }  // namespace rowan::test
+
+namespace rowan::test {
+namespace {
+
+// A write of a head and a body (rowand's record header, then the packet
+// straight from its mbuf) puts exactly their concatenation on the stream,
+// also when the send buffer takes only part of it.
+TEST(Connection, TwoPartWriteIsTheConcatenationEvenWhenCut) {
+  Pair p(test_config());
+  std::vector<uint8_t> expect;
+  std::vector<uint8_t> body(1000);
+  size_t accepted = 0;
+  for (uint32_t i = 0;; ++i) {
+    const uint8_t head[3] = {static_cast<uint8_t>(i), static_cast<uint8_t>(i >> 8), 0xA5};
+    for (size_t k = 0; k < body.size(); ++k) body[k] = pattern(i, k);
+    const size_t n = p.a.write(0, head, sizeof head, body.data(), body.size(), false, p.clock.now());
+    expect.insert(expect.end(), head, head + sizeof head);
+    expect.insert(expect.end(), body.begin(), body.end());
+    accepted += n;
+    if (n < sizeof head + body.size()) break;  // the buffer is full: cut here
+    ASSERT_LT(i, 100000U);
+  }
+  ASSERT_GT(accepted, 0U);
+  expect.resize(accepted);
+  std::vector<uint8_t> got;
+  std::vector<uint8_t> buf(65536);
+  p.on_step = [&] {
+    const size_t n = p.b.read(0, buf.data(), buf.size(), nullptr, p.clock.now());
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  ASSERT_TRUE(p.run_until([&] { return got.size() >= accepted; }, Duration::from_s(20)));
+  EXPECT_EQ(got, expect);
+}
+
+}  // namespace
+}  // namespace rowan::test
