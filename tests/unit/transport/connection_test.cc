@@ -550,7 +550,8 @@ TEST(Connection, TwoPartWriteIsTheConcatenationEvenWhenCut) {
   for (uint32_t i = 0;; ++i) {
     const uint8_t head[3] = {static_cast<uint8_t>(i), static_cast<uint8_t>(i >> 8), 0xA5};
     for (size_t k = 0; k < body.size(); ++k) body[k] = pattern(i, k);
-    const size_t n = p.a.write(0, head, sizeof head, body.data(), body.size(), false, p.clock.now());
+    const size_t n =
+        p.a.write(0, head, sizeof head, body.data(), body.size(), false, p.clock.now());
     expect.insert(expect.end(), head, head + sizeof head);
     expect.insert(expect.end(), body.begin(), body.end());
     accepted += n;
