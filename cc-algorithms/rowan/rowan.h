@@ -18,11 +18,12 @@
 //    answers the flow's own inflight (its 0.75 phase), not to a floor that
 //    does not. The hosts' part of the loop (the ACK held at the receiver,
 //    this host's lateness: outside an RTT measured from receive
-//    timestamps) is added on top, since those bytes wait in the hosts. Noise that looks
-//    like a queue can take the headroom but never the rate, so it cannot
-//    starve the flow (Arun et al., "Starvation in End-to-End Congestion
-//    Control", SIGCOMM 2022: a controller whose rate follows delay starves
-//    when non-congestive delay varies more than its delay range).
+//    timestamps) is added on top, since those bytes wait in the hosts.
+//    Noise that looks like a queue can take the headroom but never the
+//    rate, so it cannot starve the flow (Arun et al., "Starvation in
+//    End-to-End Congestion Control", SIGCOMM 2022: a controller whose rate
+//    follows delay starves when non-congestive delay varies more than its
+//    delay range).
 //  - A buffer-filling competitor squeezes the flow: the headroom is gone,
 //    the queue stays above half the min RTT and the model falls by a
 //    quarter. The flow then switches to the "model" mode (Copa's mode

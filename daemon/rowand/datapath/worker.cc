@@ -716,10 +716,8 @@ bool Worker::write_record(PeerState& peer, Flow& flow, const uint8_t* ip, uint32
     // The buffer's granules ran out mid-record: keep the rest, in order,
     // ahead of this flow's later packets (rare; the only allocation here).
     const size_t head_len = 2U + hdr;
-    flow.tail.clear();
-    if (n < head_len) flow.tail.assign(head + n, head + head_len);
-    const size_t body_from = n > head_len ? n - head_len : 0;
-    flow.tail.insert(flow.tail.end(), ip + body_from, ip + len);
+    flow.tail.assign(head + std::min(n, head_len), head + head_len);
+    flow.tail.insert(flow.tail.end(), ip + (n > head_len ? n - head_len : 0), ip + len);
     ++tails_;
   }
   return true;

@@ -351,7 +351,7 @@ class Worker {
   static constexpr uint32_t kTxQueue = 1024;
   std::array<rte_mbuf*, kTxQueue> txq_{};
   uint32_t txq_head_ = 0, txq_len_ = 0;
-  std::vector<uint8_t> scratch_;  ///< one record being assembled or sent
+  std::vector<uint8_t> scratch_;  ///< a record read from the WAN when no mbuf holds it
 
   TimePoint started_;  ///< construction: `status` reports the uptime from it
   BusyMeter busy_;
