@@ -34,6 +34,7 @@
 
 #include "base/clock.h"
 #include "config/config.h"
+#include "crypto/aead.h"
 #include "control/control.h"
 #include "control/logging.h"
 #include "control/metrics.h"
@@ -191,6 +192,8 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       spdlog::warn(
           "INSECURE: local.insecure = true: the WAN links carry plaintext, unauthenticated "
           "datagrams; anyone on the path can read, alter and inject traffic");
+    } else {
+      spdlog::info("link security: AES-256-GCM on {}", crypto::AesGcm::default_backend_name());
     }
     spdlog::info("rowand up: local {} ({}), {} peer(s), {} route(s), control {}, metrics {}",
                  devices.front(), local.name(), cfg.peers.size(), cfg.routes.size(), control.path(),

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "crypto/aead.h"
 #include "datapath/worker.h"
 #include "rowan/build_version.h"
 
@@ -347,6 +348,8 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
                                   {"rx_nombuf", ps.rx_nombuf}}}}},
            {"routes", routes},
            {"security", cfg_.local.insecure ? "INSECURE (plaintext WAN links)" : "aes-256-gcm"},
+           {"aead_impl", cfg_.local.insecure ? std::string_view("none")
+                                              : crypto::AesGcm::default_backend_name()},
            {"peers", peers.size()},
            {"flows", flows_.size()},
            {"flows_created", ctr_.flows_created},
