@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <climits>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -78,7 +79,13 @@ bool AesGcm::ipsec_mb_built() noexcept {
 
 AesGcm::Backend AesGcm::default_backend() noexcept {
 #ifdef ROWAN_HAVE_IPSEC_MB
-  if (mb_manager().mgr != nullptr) return Backend::kIpsecMb;
+  // ROWAN_AEAD=openssl keeps OpenSSL (to compare the two in one run, or to
+  // rule the library out).
+  static const bool forced_openssl = [] {
+    const char* v = std::getenv("ROWAN_AEAD");
+    return v != nullptr && std::string_view(v) == "openssl";
+  }();
+  if (!forced_openssl && mb_manager().mgr != nullptr) return Backend::kIpsecMb;
 #endif
   return Backend::kOpenSsl;
 }

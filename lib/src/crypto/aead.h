@@ -48,7 +48,8 @@ class AesGcm {
   AesGcm(const AesGcm&) = delete;
   AesGcm& operator=(const AesGcm&) = delete;
 
-  /// intel-ipsec-mb where it is built in and the CPU has AES-NI, else OpenSSL.
+  /// intel-ipsec-mb where it is built in and the CPU has AES-NI, else OpenSSL;
+  /// OpenSSL also when the environment has ROWAN_AEAD=openssl.
   static Backend default_backend() noexcept;
   /// What this object runs on, e.g. "intel-ipsec-mb 1.3.0 (avx512)" or "openssl".
   std::string_view backend_name() const noexcept;
