@@ -524,9 +524,32 @@ void Worker::idle_wait(Duration d) noexcept {
   local_.disarm();
 }
 
+bool Worker::no_room() const noexcept {
+  // Not one record more fits in any peer's send buffer: a frame taken now
+  // can only be dropped.
+  const uint32_t rec = std::max<uint32_t>(backlog_record_, 64);
+  for (const auto& p : peers_) {
+    if (p->conn->send_buffer_free() >= rec) return false;
+  }
+  return true;
+}
+
+bool Worker::room_for_burst() const noexcept {
+  const Bytes want = static_cast<Bytes>(std::max<uint32_t>(backlog_record_, 64)) * kBurst;
+  for (const auto& p : peers_) {
+    if (p->conn->send_buffer_free() >= want) return true;
+  }
+  return false;
+}
+
 void Worker::local_rx(TimePoint now) noexcept {
+  if (rx_held_) {
+    if (!room_for_burst() && now - rx_held_since_ < kRxHoldMax) return;
+    rx_held_ = false;
+  }
   rte_mbuf* pkts[kBurst];
   for (int round = 0; round < 4; ++round) {
+    burst_backlog_ = 0;
     const uint16_t n = local_.rx(pkts, kBurst);
     for (uint16_t i = 0; i < n; ++i) {
       rte_mbuf* m = pkts[i];
@@ -578,6 +601,13 @@ void Worker::local_rx(TimePoint now) noexcept {
       } else {
         drop(Drop::kUnsupportedL2, m);
       }
+    }
+    if (burst_backlog_ > 0 && !peers_.empty() && no_room()) {
+      // Everything that could be admitted was; leave the rest in the ring.
+      rx_held_ = true;
+      rx_held_since_ = now;
+      ++ctr_.rx_holds;
+      break;
     }
     if (n < kBurst) break;
   }
@@ -679,6 +709,8 @@ void Worker::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) no
     ++f->dropped;
     ++ctr_.flow_drops[static_cast<size_t>(key.kind)];
     peer.conn->note_backlog(now, iplen);  // the hosts have more than the buffer takes: bulk
+    ++burst_backlog_;
+    backlog_record_ = iplen + 2U;
     drop(Drop::kBacklog, m);
     return;
   }
@@ -693,6 +725,8 @@ void Worker::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) no
     ++f->dropped;
     ++ctr_.flow_drops[static_cast<size_t>(key.kind)];
     peer.conn->note_backlog(now, iplen);
+    ++burst_backlog_;
+    backlog_record_ = iplen + 2U;
     drop(Drop::kBacklog, m);
   }
 }

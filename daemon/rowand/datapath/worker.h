@@ -192,6 +192,7 @@ struct WorkerCounters {
   uint64_t vlan_tx = 0;  ///< tagged frames sent to the site (delivered packets, replies)
   uint64_t loops = 0;
   uint64_t idle_sleeps = 0;
+  uint64_t rx_holds = 0;  ///< times the site port was left alone while no buffer had room
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   /// Packets dropped at admission (backlog) by the kind of their flow. Unlike
   /// Flow::dropped these survive the flow's idle expiry.
@@ -210,6 +211,10 @@ struct WorkerOptions {
 
 class Worker {
  public:
+  /// The longest the site port is left alone while no send buffer has room
+  /// (local_rx, "receive livelock" below).
+  static constexpr Duration kRxHoldMax = Duration::from_us(500);
+
   /// Opens the peers' WAN links and connections. Throws on failure.
   Worker(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
          const WorkerOptions& worker = {});
@@ -363,6 +368,19 @@ class Worker {
   uint32_t window_offered_ = 0, last_window_offered_ = 0;  ///< flows that sent a packet
   bool moved_ = false;
   uint32_t tails_ = 0;  ///< flows holding a partly written record
+  // Receive livelock (Mogul and Ramakrishnan, "Eliminating receive livelock
+  // in an interrupt-driven kernel", 1997): while no peer's send buffer can
+  // take a record, every frame taken from the site port is dropped, and the
+  // CPU spent taking it is lost to the transport that would make room. The
+  // site port is then left alone (its ring holds the frames, or drops them
+  // at no CPU cost) until a burst of records fits again, or for at most
+  // kRxHoldMax, so ARP and the like still get through.
+  bool rx_held_ = false;
+  TimePoint rx_held_since_;
+  uint32_t burst_backlog_ = 0;  ///< backlog drops in the site burst being handled
+  uint32_t backlog_record_ = 0;  ///< the size of the last record refused for backlog
+  bool no_room() const noexcept;
+  bool room_for_burst() const noexcept;
 
   friend class WorkerSplitIo;  ///< split mode's access to carrying and delivery
   std::unique_ptr<WorkerSplitIo> split_io_;

@@ -370,6 +370,7 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
                         {"active_flows", flows_.size()},
                         {"rx_packets", ctr_.local_rx_packets},
                         {"tx_packets", ctr_.local_tx_packets},
+                        {"rx_holds", ctr_.rx_holds},
                         {"busy", busy_.busy_ratio()}}}};
   return J{{"status", status}, {"peers", peers}, {"links", links}};
 }

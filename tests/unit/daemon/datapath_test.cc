@@ -26,6 +26,7 @@
 #include "memory_site_io.h"
 #include "net/vlan.h"
 #include "test_frames.h"
+#include "tools/fake_clock.h"
 #include "tools/temp_dir.h"
 
 namespace rowan::gw {
@@ -281,6 +282,46 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   const auto status = a.snapshot("status", Duration::zero());
   EXPECT_EQ(status["worker"]["rx_packets"], 2u);
   EXPECT_EQ(status["worker"]["active_flows"], 1u);
+}
+
+// Receive livelock: a peer that never acknowledges (nobody listens on its
+// port), so one flow fills the send buffer. Once a burst meets a full
+// buffer the worker leaves the site port alone: the frames wait in the port's
+// ring instead of being taken and dropped one by one. With time stopped the
+// ring keeps them however often the worker polls; after kRxHoldMax it takes
+// one more burst, and holds again.
+TEST(Forwarding, AFullSendBufferLeavesFramesInTheSiteRing) {
+  NEED_EAL();
+  const auto base = static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
+  MemorySiteIo site_a(g_pool, "mem-a", kMacA);
+  test::FakeClock clock;
+  Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
+  // One pass with nothing waiting: the link counts as draining from now on
+  // (the clock stands still, so it never looks stalled, where admission
+  // keeps room for new flows and a frame might still be taken).
+  a.poll(clock.now());
+  constexpr uint32_t kFrames = 1500;  // 1.5 MB of 1000-byte frames: several send buffers
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    ASSERT_TRUE(site_a.inject(frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 1000)));
+  }
+  for (int i = 0; i < 200; ++i) a.poll(clock.now());
+  const auto backlog = [&] { return a.counters().drops[static_cast<size_t>(Drop::kBacklog)]; };
+  const uint64_t carried = a.counters().local_rx_packets - backlog();
+  EXPECT_EQ(a.counters().rx_holds, 1u);
+  EXPECT_GT(carried, 100u) << "the buffer took what it could first";
+  EXPECT_GT(backlog(), 0u);
+  EXPECT_LE(backlog(), 2u * 32u) << "frames taken only to be dropped";
+  EXPECT_EQ(site_a.rx_pending() + a.counters().local_rx_packets, kFrames);
+  EXPECT_GT(site_a.rx_pending(), kFrames / 3) << "the rest waits in the ring";
+  const size_t pending = site_a.rx_pending();
+  clock.advance(Worker::kRxHoldMax + Duration::from_us(1));
+  for (int i = 0; i < 50; ++i) a.poll(clock.now());
+  EXPECT_EQ(a.counters().rx_holds, 2u);
+  EXPECT_LT(site_a.rx_pending(), pending) << "after the hold's limit a burst is taken";
+  EXPECT_GE(site_a.rx_pending() + 32u * 4u, pending) << "but not the whole ring";
+  a.publish(clock.now());
+  const auto st = a.snapshot("status", Duration::zero());
+  EXPECT_EQ(st["worker"]["rx_holds"], 2u) << st["worker"].dump();
 }
 
 // Site `n` (1, 2, 3: 198.18.n.0/24) on one UDP link at `port`, with a
