@@ -41,8 +41,8 @@ class AesGcm {
  public:
   enum class Backend : uint8_t { kOpenSsl, kIpsecMb };
 
-  /// `backend`: kIpsecMb falls back to kOpenSsl where intel-ipsec-mb is not
-  /// built in or the CPU lacks AES-NI (tests ask for each).
+  /// `backend`: kIpsecMb falls back to kOpenSsl wherever default_backend()
+  /// would (not built in, no AES-NI, ROWAN_AEAD=openssl); tests ask for each.
   explicit AesGcm(Backend backend = default_backend());
   ~AesGcm();
   AesGcm(const AesGcm&) = delete;
