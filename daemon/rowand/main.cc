@@ -34,12 +34,12 @@
 
 #include "base/clock.h"
 #include "config/config.h"
-#include "crypto/aead.h"
 #include "control/control.h"
 #include "control/logging.h"
 #include "control/metrics.h"
 #include "control/reload.h"
 #include "control/telemetry.h"
+#include "crypto/aead.h"
 #include "datapath/dpdk_port.h"
 #include "datapath/site.h"
 #include "io/af_packet_ring.h"

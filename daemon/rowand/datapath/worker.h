@@ -377,7 +377,7 @@ class Worker {
   // kRxHoldMax, so ARP and the like still get through.
   bool rx_held_ = false;
   TimePoint rx_held_since_;
-  uint32_t burst_backlog_ = 0;  ///< backlog drops in the site burst being handled
+  uint32_t burst_backlog_ = 0;   ///< backlog drops in the site burst being handled
   uint32_t backlog_record_ = 0;  ///< the size of the last record refused for backlog
   bool no_room() const noexcept;
   bool room_for_burst() const noexcept;

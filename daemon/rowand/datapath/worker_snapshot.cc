@@ -349,7 +349,7 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
            {"routes", routes},
            {"security", cfg_.local.insecure ? "INSECURE (plaintext WAN links)" : "aes-256-gcm"},
            {"aead_impl", cfg_.local.insecure ? std::string_view("none")
-                                              : crypto::AesGcm::default_backend_name()},
+                                             : crypto::AesGcm::default_backend_name()},
            {"peers", peers.size()},
            {"flows", flows_.size()},
            {"flows_created", ctr_.flows_created},

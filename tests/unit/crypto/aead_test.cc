@@ -19,7 +19,8 @@ using Backend = AesGcm::Backend;
 
 std::vector<uint8_t> hex(const std::string& h) {
   std::vector<uint8_t> v;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) v.push_back(static_cast<uint8_t>(std::stoi(h.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    v.push_back(static_cast<uint8_t>(std::stoi(h.substr(i, 2), nullptr, 16)));
   return v;
 }
 
@@ -46,16 +47,19 @@ TEST_P(AeadBackends, NistVectors) {
     const char *key, *iv, *pt, *aad, *ct, *tag;
   };
   const Vec vecs[] = {
-      {"0000000000000000000000000000000000000000000000000000000000000000", "000000000000000000000000",
-       "", "", "", "530f8afbc74536b9a963b4f1c4cb738b"},
-      {"0000000000000000000000000000000000000000000000000000000000000000", "000000000000000000000000",
-       "00000000000000000000000000000000", "", "cea7403d4d606b6e074ec5d3baf39d18",
-       "d0d1c8a799996bf0265b98b5d48ab919"},
-      {"feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308", "cafebabefacedbaddecaf888",
-       "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525"
+      {"0000000000000000000000000000000000000000000000000000000000000000",
+       "000000000000000000000000", "", "", "", "530f8afbc74536b9a963b4f1c4cb738b"},
+      {"0000000000000000000000000000000000000000000000000000000000000000",
+       "000000000000000000000000", "00000000000000000000000000000000", "",
+       "cea7403d4d606b6e074ec5d3baf39d18", "d0d1c8a799996bf0265b98b5d48ab919"},
+      {"feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308",
+       "cafebabefacedbaddecaf888",
+       "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a"
+       "6b525"
        "b16aedf5aa0de657ba637b39",
        "feedfacedeadbeeffeedfacedeadbeefabaddad2",
-       "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838"
+       "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b10568"
+       "28838"
        "c5f61e6393ba7a0abcc9f662",
        "76fc6ece0f4e1768cddf8853bb2d551b"},
   };
@@ -70,8 +74,10 @@ TEST_P(AeadBackends, NistVectors) {
     std::memcpy(iv.data(), ivb.data(), iv.size());
     const auto pt = hex(v.pt), aad = hex(v.aad), ct = hex(v.ct), tag = hex(v.tag);
     std::vector<uint8_t> out(pt.size() + 1), got_tag(kAeadTagSize), back(pt.size() + 1);
-    ASSERT_TRUE(g.seal(iv, aad.data(), aad.size(), pt.data(), pt.size(), out.data(), got_tag.data()));
-    EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(pt.size())), ct) << v.ct;
+    ASSERT_TRUE(
+        g.seal(iv, aad.data(), aad.size(), pt.data(), pt.size(), out.data(), got_tag.data()));
+    EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + static_cast<long>(pt.size())), ct)
+        << v.ct;
     EXPECT_EQ(got_tag, tag) << v.tag;
     ASSERT_TRUE(g.open(iv, aad.data(), aad.size(), ct.data(), ct.size(), back.data(), tag.data()));
     EXPECT_EQ(std::vector<uint8_t>(back.begin(), back.begin() + static_cast<long>(pt.size())), pt);
@@ -104,12 +110,14 @@ TEST_P(AeadBackends, SealsInPlaceAndRejectsEveryFlippedBit) {
     } else {
       t[(bit - 8 * sizeof aad) / 8] ^= static_cast<uint8_t>(1U << (bit % 8));
     }
-    EXPECT_FALSE(g.open(AesGcm::nonce(42), a, sizeof a, ct.data(), ct.size(), out.data(), t)) << bit;
+    EXPECT_FALSE(g.open(AesGcm::nonce(42), a, sizeof a, ct.data(), ct.size(), out.data(), t))
+        << bit;
   }
   for (size_t i = 0; i < ct.size(); i += 97) {
     auto c = ct;
     c[i] ^= 0x10;
-    EXPECT_FALSE(g.open(AesGcm::nonce(42), aad, sizeof aad, c.data(), c.size(), out.data(), tag)) << i;
+    EXPECT_FALSE(g.open(AesGcm::nonce(42), aad, sizeof aad, c.data(), c.size(), out.data(), tag))
+        << i;
   }
   EXPECT_FALSE(g.open(AesGcm::nonce(43), aad, sizeof aad, ct.data(), ct.size(), out.data(), tag));
 }
@@ -121,7 +129,8 @@ TEST_P(AeadBackends, UnkeyedRefuses) {
   EXPECT_FALSE(g.open(AesGcm::nonce(1), nullptr, 0, b, sizeof b, b, tag));
 }
 
-INSTANTIATE_TEST_SUITE_P(Both, AeadBackends, ::testing::Values(Backend::kIpsecMb, Backend::kOpenSsl),
+INSTANTIATE_TEST_SUITE_P(Both, AeadBackends,
+                         ::testing::Values(Backend::kIpsecMb, Backend::kOpenSsl),
                          [](const auto& p) {
                            return std::string(p.param == Backend::kIpsecMb ? "IpsecMb" : "OpenSsl");
                          });
@@ -135,7 +144,8 @@ TEST(Aead, BackendsAgreeByteForByte) {
   mb.set_key(key);
   ossl.set_key(key);
   std::mt19937 rng(7);
-  for (size_t len : {0, 1, 15, 16, 17, 31, 63, 64, 65, 255, 256, 511, 1024, 1400, 1472, 4096, 8952, 9000}) {
+  for (size_t len :
+       {0, 1, 15, 16, 17, 31, 63, 64, 65, 255, 256, 511, 1024, 1400, 1472, 4096, 8952, 9000}) {
     for (size_t aad_len : {0, 13, 16, 32}) {
       std::vector<uint8_t> pt(len), aad(aad_len);
       for (auto& b : pt) b = static_cast<uint8_t>(rng());
