@@ -524,18 +524,10 @@ void Worker::idle_wait(Duration d) noexcept {
   local_.disarm();
 }
 
-bool Worker::no_room() const noexcept {
-  // Not one record more fits in any peer's send buffer: a frame taken now
-  // can only be dropped.
-  const uint32_t rec = std::max<uint32_t>(backlog_record_, 64);
-  for (const auto& p : peers_) {
-    if (p->conn->send_buffer_free() >= rec) return false;
-  }
-  return true;
-}
-
-bool Worker::room_for_burst() const noexcept {
-  const Bytes want = static_cast<Bytes>(std::max<uint32_t>(backlog_record_, 64)) * kBurst;
+bool Worker::room_for(uint32_t records) const noexcept {
+  // Whether some peer's send buffer takes `records` more records the size of
+  // the last one refused for backlog.
+  const Bytes want = static_cast<Bytes>(std::max<uint32_t>(backlog_record_, 64)) * records;
   for (const auto& p : peers_) {
     if (p->conn->send_buffer_free() >= want) return true;
   }
@@ -544,7 +536,7 @@ bool Worker::room_for_burst() const noexcept {
 
 void Worker::local_rx(TimePoint now) noexcept {
   if (rx_held_) {
-    if (!room_for_burst() && now - rx_held_since_ < kRxHoldMax) return;
+    if (!room_for(kBurst) && now - rx_held_since_ < kRxHoldMax) return;
     rx_held_ = false;
   }
   rte_mbuf* pkts[kBurst];
@@ -602,7 +594,7 @@ void Worker::local_rx(TimePoint now) noexcept {
         drop(Drop::kUnsupportedL2, m);
       }
     }
-    if (burst_backlog_ > 0 && !peers_.empty() && no_room()) {
+    if (burst_backlog_ > 0 && !peers_.empty() && !room_for(1)) {
       // Everything that could be admitted was; leave the rest in the ring.
       rx_held_ = true;
       rx_held_since_ = now;

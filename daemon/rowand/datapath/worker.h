@@ -379,8 +379,7 @@ class Worker {
   TimePoint rx_held_since_;
   uint32_t burst_backlog_ = 0;   ///< backlog drops in the site burst being handled
   uint32_t backlog_record_ = 0;  ///< the size of the last record refused for backlog
-  bool no_room() const noexcept;
-  bool room_for_burst() const noexcept;
+  bool room_for(uint32_t records) const noexcept;
 
   friend class WorkerSplitIo;  ///< split mode's access to carrying and delivery
   std::unique_ptr<WorkerSplitIo> split_io_;
