@@ -657,8 +657,13 @@ bool Connection::apply_stream(const wire::StreamFrame& f, TimePoint now) noexcep
       return false;
     }
     s->rbuf.write(recv_pool_, lo, f.data == nullptr ? nullptr : f.data + (lo - f.offset), end - lo);
-    s->received.add(lo, end);
     const uint64_t before = s->contiguous_end;
+    if (lo == s->contiguous_end) {
+      // In order: the contiguous point moves without touching the set.
+      s->contiguous_end = end;
+    } else {
+      s->received.add(lo, end);
+    }
     while (!s->received.empty() && s->received.front().lo <= s->contiguous_end) {
       s->contiguous_end = std::max(s->contiguous_end, s->received.front().hi);
       s->received.pop_front();

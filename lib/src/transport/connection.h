@@ -43,6 +43,7 @@
 #include "transport/fec_coder.h"
 #include "transport/interval_set.h"
 #include "transport/pacer.h"
+#include "transport/range_set.h"
 #include "transport/rtt_estimator.h"
 #include "transport/wire.h"
 
@@ -396,8 +397,8 @@ class Connection {
     uint64_t write_end = 0;
     uint64_t next_new = 0;
     uint64_t acked_floor = 0;
-    IntervalSet acked{4};
-    IntervalSet lost{4};
+    RangeSet acked;  // above acked_floor
+    RangeSet lost;
     uint64_t peer_max = 0;  // peer's MAX_STREAM_DATA
     bool fin_written = false;
     bool fin_sent = false;
@@ -411,7 +412,7 @@ class Connection {
     uint64_t contiguous_end = 0;
     uint64_t highest_received = 0;
     uint64_t final_size = UINT64_MAX;
-    IntervalSet received{4};
+    RangeSet received;            // above contiguous_end
     uint64_t max_advertised = 0;  // our MAX_STREAM_DATA
     bool fin_read = false;
     bool in_readable_queue = false;

@@ -55,9 +55,13 @@ void Connection::on_packet_acked(SentPacket& p, TimePoint now) {
     const uint64_t lo = std::max(f.offset, s.acked_floor);
     const uint64_t hi = f.offset + f.length;
     if (lo < hi) {
-      s.acked.add(lo, hi);
-      s.lost.remove(lo, hi);
       const uint64_t before = s.acked_floor;
+      if (lo == s.acked_floor) {
+        s.acked_floor = hi;  // in order: the floor moves without touching the set
+      } else {
+        s.acked.add(lo, hi);
+      }
+      s.lost.remove(lo, hi);
       while (!s.acked.empty() && s.acked.front().lo <= s.acked_floor) {
         s.acked_floor = std::max(s.acked_floor, s.acked.front().hi);
         s.acked.pop_front();

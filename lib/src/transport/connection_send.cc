@@ -48,21 +48,21 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
     uint64_t lo = 0, len = 0;
     bool found = false;
     while (!s.lost.empty()) {
-      const IntervalSet::Range r = s.lost.front();
+      const RangeSet::Range r = s.lost.front();
       if (r.hi <= s.acked_floor) {
         s.lost.pop_front();
         continue;
       }
       lo = std::max(r.lo, s.acked_floor);
       // Skip a prefix the peer already acked.
-      const size_t ai = s.acked.first_at_or_after(lo);
-      const auto& ar = s.acked.ranges();
-      if (ai < ar.size() && ar[ai].lo <= lo) {
-        s.lost.remove(r.lo, std::min(ar[ai].hi, r.hi));
+      RangeSet::Range a{};
+      const bool any = s.acked.first_at_or_after(lo, &a);
+      if (any && a.lo <= lo) {
+        s.lost.remove(r.lo, std::min(a.hi, r.hi));
         continue;
       }
       uint64_t hi = r.hi;
-      if (ai < ar.size()) hi = std::min(hi, ar[ai].lo);
+      if (any) hi = std::min(hi, a.lo);
       len = std::min(hi - lo, room);
       found = true;
       break;
