@@ -366,15 +366,32 @@ Connection::Path* Connection::pick_data_path(TimePoint now) noexcept {
     path.cwnd_ok =
         path.bytes_in_flight == 0 || path.bytes_in_flight + cfg_.max_datagram <= path.cc->cwnd();
   }
-  if (!has_stream_data() && !has_control_data()) return nullptr;
+  if (!has_stream_data() && !has_control_data()) {
+    for (const auto& pp : paths_) pp->pacer.idle();
+    return nullptr;
+  }
   if (paths_.size() == 1) {
     Path& path = *paths_[0];
-    return path.cwnd_ok && path.pacer.ready(now) ? &path : nullptr;
+    if (!path.cwnd_ok) {
+      path.pacer.idle();  // the window holds it, not the pacer
+      return nullptr;
+    }
+    if (path.pacer.ready(now)) return &path;
+    path.pacer.hold();
+    return nullptr;
   }
   Path* best = nullptr;
   for (const auto& pp : paths_) {
     Path& path = *pp;
-    if (path.state != PathState::kUp || !path.cwnd_ok || !path.pacer.ready(now)) continue;
+    if (path.state != PathState::kUp) continue;
+    if (!path.cwnd_ok) {
+      path.pacer.idle();
+      continue;
+    }
+    if (!path.pacer.ready(now)) {
+      path.pacer.hold();
+      continue;
+    }
     if (best == nullptr || path.rtt.smoothed() < best->rtt.smoothed()) best = &path;
   }
   if (best == nullptr) return nullptr;
