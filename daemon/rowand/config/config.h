@@ -35,6 +35,12 @@ struct EalConfig {
   bool operator==(const EalConfig&) const = default;
 };
 
+/// How several packet workers share the site port (docs/gateway.md, "Packet
+/// workers"): kAuto gives each worker its own RX/TX queue pair (RSS) when
+/// the port has that many queues, else the software distributor;
+/// kDistributor always uses the distributor.
+enum class QueueMode : uint8_t { kAuto, kDistributor };
+
 struct LocalConfig {
   std::string device;        ///< PCI address or vdev spec (net_af_packet0,iface=...)
   roce::IpAddr address;      ///< the gateway's own IP on the site side
@@ -51,6 +57,8 @@ struct LocalConfig {
   /// Under load the packet loop wakes at most this often (idle_policy.h);
   /// a packet then waits up to this long. Zero: wake for every frame.
   Duration wake_coalesce = Duration::from_ms(1);
+  /// With two or more workers: queues per worker when the port has them.
+  QueueMode queues = QueueMode::kAuto;
   /// This gateway's X25519 private key (base64, `rowanctl genkey`; mode 0600).
   /// A relative path is relative to the config file's directory.
   std::string private_key_file;

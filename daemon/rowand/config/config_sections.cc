@@ -285,6 +285,15 @@ void read_local(TableReader& root, LocalConfig& local, Errors& errors) {
   ring("rx_ring", local.rx_ring);
   ring("tx_ring", local.tx_ring);
   r.duration("wake_coalesce", local.wake_coalesce, Duration::zero(), Duration::from_ms(10));
+  if (const std::string* s = r.string_node("queues", &n)) {
+    if (*s == "auto") {
+      local.queues = QueueMode::kAuto;
+    } else if (*s == "distributor") {
+      local.queues = QueueMode::kDistributor;
+    } else {
+      r.error(n, "queues", fmt::format("{} is not \"auto\" or \"distributor\"", quote_text(*s)));
+    }
+  }
   read_vlan(r, local.vlan);
   r.integer("cnp_dscp", local.cnp_dscp, 0, 63);
   r.integer("cnp_pcp", local.cnp_pcp, 0, 7);

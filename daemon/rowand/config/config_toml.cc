@@ -73,6 +73,7 @@ toml::table local_table(const LocalConfig& l) {
                 {"rx_ring", int64_t{l.rx_ring}},
                 {"tx_ring", int64_t{l.tx_ring}},
                 {"wake_coalesce", duration_text(l.wake_coalesce)},
+                {"queues", l.queues == QueueMode::kAuto ? "auto" : "distributor"},
                 {"cnp_dscp", int64_t{l.cnp_dscp}},
                 {"cnp_pcp", int64_t{l.cnp_pcp}},
                 {"insecure", l.insecure}};

@@ -74,6 +74,7 @@ mtu = "big"
 rx_ring = 1000
 mac = "01:00:5e:00:00:01"
 wake_coalesce = "20ms"
+queues = "rss"
 
 [wan]
 max_flows = -1
@@ -120,6 +121,7 @@ lcores = "all"
   EXPECT_TRUE(has_error(errors, where(text, "1000"), "not a power of two"));
   EXPECT_TRUE(has_error(errors, where(text, "\"01:00"), "not a unicast MAC"));
   EXPECT_TRUE(has_error(errors, where(text, "\"20ms\""), "local.wake_coalesce: '20ms' is outside"));
+  EXPECT_TRUE(has_error(errors, where(text, "\"rss\""), "local.queues: 'rss' is not \"auto\" or"));
   EXPECT_TRUE(has_error(errors, where(text, "-1"), "wan.max_flows: -1 is outside"));
   EXPECT_TRUE(has_error(errors, where(text, "true\n"), "wan.send_buffer_bdp: expected a number"));
   EXPECT_TRUE(has_error(errors, where(text, "\"w 0\""), "wan.link.name"));

@@ -360,6 +360,8 @@ TEST(ConfigDefaults, ExampleShowsTheRealDefaults) {
   EXPECT_EQ(ex.local.rx_ring, def.local.rx_ring);
   EXPECT_EQ(ex.local.tx_ring, def.local.tx_ring);
   EXPECT_EQ(ex.local.wake_coalesce, def.local.wake_coalesce);
+  EXPECT_EQ(ex.local.queues, def.local.queues);
+  EXPECT_EQ(ex.local.queues, QueueMode::kAuto);
   EXPECT_EQ(ex.wan.send_buffer_bdp, def.wan.send_buffer_bdp);
   EXPECT_EQ(ex.wan.recv_window_bdp, def.wan.recv_window_bdp);
   EXPECT_EQ(ex.wan.max_flows, def.wan.max_flows);
@@ -410,6 +412,7 @@ mtu = 9000
 rx_ring = 2048
 tx_ring = 512
 wake_coalesce = "250us"
+queues = "distributor"
 private_key_file = "/etc/rowan/gw.key"
 
 [wan]
