@@ -170,11 +170,23 @@ int run(const rowan::gw::GatewayConfig& cfg) {
   int rc = 0;
   {
     sd_notify(0, "STATUS=opening ports and WAN links");
-    // Workers on rings (site.h) hold up to two rings of mbufs each besides the port's.
+    // Several workers: a queue pair each when the port has them and
+    // local.queues allows (handoff.h), else the distributor (site.h).
     const uint32_t lcores = rte_lcore_count();
-    const uint32_t mbufs =
+    const uint32_t workers = gw::workers_for(lcores);
+    const uint16_t max_queues = gw::Port::max_queue_pairs(cfg.local.device);
+    const uint16_t queues = gw::queue_pairs_for(cfg.local.queues, workers, max_queues, max_queues);
+    // Workers on rings hold up to two rings of mbufs each besides the port's;
+    // with a queue each, every queue's descriptors and the N x (N-1)
+    // hand-over rings.
+    uint32_t mbufs =
         8191 + (gw::worker_mode(lcores) == gw::WorkerMode::kDistributed ? 2048 * lcores : 0);
-    gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, mbufs);
+    if (queues > 1) {
+      mbufs += queues * (uint32_t{cfg.local.rx_ring} + cfg.local.tx_ring) +
+               queues * (queues - 1U) * gw::Handoff::kRingSize;
+    }
+    gw::Port local(cfg.local.device, cfg.local.rx_ring, cfg.local.tx_ring, local_mbuf, mbufs,
+                   queues);
     MonotonicClock clock;
     gw::Site gateway(cfg, local, clock);
     gw::ReloadRequests reloads;
@@ -207,7 +219,16 @@ int run(const rowan::gw::GatewayConfig& cfg) {
       spdlog::info("{} packet worker(s) on their own lcores{}", gateway.workers(),
                    gateway.mode() == gw::WorkerMode::kDistributed
                        ? "; the main lcore distributes the site port's frames"
+                   : gateway.mode() == gw::WorkerMode::kQueues
+                       ? "; each reads its own queue of the site port (RSS)"
                        : "");
+      if (gateway.mode() == gw::WorkerMode::kDistributed && workers > 1) {
+        spdlog::info("site port {}: {} queue pair(s), {} wanted for queues per worker{}",
+                     local.name(), max_queues, workers,
+                     cfg.local.queues == gw::QueueMode::kDistributor
+                         ? " (local.queues = \"distributor\")"
+                         : "");
+      }
     } else if (gateway.can_block()) {
       // Idle back-off and wake-up coalescing: idle_policy.h.
       spdlog::info(

@@ -294,6 +294,16 @@ class Collector final : public prometheus::Collectable {
       f.counter("rowan_worker_local_tx_packets_total",
                 "Frames the worker sent toward the site port.", l,
                 static_cast<double>(w.tx_packets));
+      f.counter("rowan_worker_handoff_out_total",
+                "Frames the worker read from its own queue of the site port and handed to the "
+                "worker that owns them (queues per worker; 0 otherwise).",
+                l, static_cast<double>(w.handoff_out));
+      f.counter("rowan_worker_handoff_in_total",
+                "Frames other workers read from their queues and handed to this one.", l,
+                static_cast<double>(w.handoff_in));
+      f.counter("rowan_worker_handoff_drops_total",
+                "Frames the worker dropped because their owner's hand-over ring was full.", l,
+                static_cast<double>(w.handoff_drops));
     }
     for (const RouteMetrics& r : m.routes) {
       f.gauge("rowan_route_mode", "A configured route and its mode; always 1.",

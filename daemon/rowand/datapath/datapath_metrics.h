@@ -132,6 +132,10 @@ struct WorkerMetrics {
   uint32_t lcore = 0;                       ///< the EAL lcore it runs on
   uint64_t active_flows = 0;                ///< flows in its table
   uint64_t rx_packets = 0, tx_packets = 0;  ///< frames from / to the site port
+  // Queues per worker (handoff.h); zero otherwise.
+  uint64_t handoff_out = 0;    ///< frames it read from its queue and handed to their owner
+  uint64_t handoff_in = 0;     ///< frames other workers handed to it
+  uint64_t handoff_drops = 0;  ///< frames it dropped: the owner's ring was full
 };
 
 /// What one packet lcore publishes. merge() sums another lcore's copy in.

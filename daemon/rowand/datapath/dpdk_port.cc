@@ -4,6 +4,8 @@
 #include <rte_errno.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <stdexcept>
 
@@ -62,9 +64,24 @@ void init_eal(const EalConfig& eal, const std::vector<std::string>& devices) {
 
 void cleanup_eal() { rte_eal_cleanup(); }
 
+uint16_t queue_pairs_for(QueueMode mode, uint32_t workers, uint16_t max_rx, uint16_t max_tx) {
+  if (mode != QueueMode::kAuto || workers < 2) return 1;
+  return max_rx >= workers && max_tx >= workers ? static_cast<uint16_t>(workers) : 1;
+}
+
+uint32_t workers_for(uint32_t lcores) { return lcores <= 2 ? 1 : lcores - 1; }
+
+uint16_t Port::max_queue_pairs(const std::string& device) {
+  uint16_t id = 0;
+  if (rte_eth_dev_get_port_by_name(device_name(device).c_str(), &id) != 0) return 0;
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(id, &info) != 0) return 0;
+  return std::min(info.max_rx_queues, info.max_tx_queues);
+}
+
 Port::Port(const std::string& device, uint16_t rx_ring, uint16_t tx_ring, uint32_t mbuf_size,
-           uint32_t nb_mbufs)
-    : name_(device_name(device)) {
+           uint32_t nb_mbufs, uint16_t queues)
+    : name_(device_name(device)), queues_(queues == 0 ? 1 : queues) {
   int rc = rte_eth_dev_get_port_by_name(name_.c_str(), &id_);
   if (rc != 0) throw std::runtime_error("no DPDK port '" + name_ + "' (device " + device + ")");
   const std::string pool_name = "mb_" + name_.substr(0, 20);
@@ -77,15 +94,40 @@ Port::Port(const std::string& device, uint16_t rx_ring, uint16_t tx_ring, uint32
   rc = rte_eth_dev_info_get(id_, &info);
   if (rc != 0) throw dpdk_error("rte_eth_dev_info_get " + name_, rc);
   if (info.max_rx_pktlen >= mbuf_size) conf.rxmode.mtu = mbuf_size - RTE_ETHER_HDR_LEN - 4;
-  rc = rte_eth_dev_configure(id_, 1, 1, &conf);
+  if (queues_ > info.max_rx_queues || queues_ > info.max_tx_queues) {
+    throw std::runtime_error(name_ + " has " + std::to_string(info.max_rx_queues) + " RX and " +
+                             std::to_string(info.max_tx_queues) + " TX queues, not " +
+                             std::to_string(queues_));
+  }
+  // A symmetric Toeplitz key (0x6d5a repeated: both directions of a flow
+  // hash alike), in the length the PMD takes; without one it keeps its own.
+  std::array<uint8_t, 64> key{};
+  if (queues_ > 1) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    rss_hf_ = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    conf.rx_adv_conf.rss_conf.rss_hf = rss_hf_;
+    if (info.hash_key_size > 0 && info.hash_key_size <= key.size()) {
+      for (size_t i = 0; i < key.size(); ++i) key[i] = i % 2 == 0 ? 0x6d : 0x5a;
+      conf.rx_adv_conf.rss_conf.rss_key = key.data();
+      conf.rx_adv_conf.rss_conf.rss_key_len = info.hash_key_size;
+    }
+  }
+  rc = rte_eth_dev_configure(id_, queues_, queues_, &conf);
+  if (rc != 0 && queues_ > 1) {
+    throw dpdk_error("rte_eth_dev_configure " + name_ + " with " + std::to_string(queues_) +
+                         " queues and RSS (local.queues = \"distributor\" opens one)",
+                     rc);
+  }
   if (rc != 0) throw dpdk_error("rte_eth_dev_configure " + name_, rc);
   rc = rte_eth_dev_adjust_nb_rx_tx_desc(id_, &rx_ring, &tx_ring);
   if (rc != 0) throw dpdk_error("rte_eth_dev_adjust_nb_rx_tx_desc " + name_, rc);
   const auto socket = static_cast<unsigned>(rte_eth_dev_socket_id(id_));
-  rc = rte_eth_rx_queue_setup(id_, 0, rx_ring, socket, nullptr, pool_);
-  if (rc != 0) throw dpdk_error("rte_eth_rx_queue_setup " + name_, rc);
-  rc = rte_eth_tx_queue_setup(id_, 0, tx_ring, socket, nullptr);
-  if (rc != 0) throw dpdk_error("rte_eth_tx_queue_setup " + name_, rc);
+  for (uint16_t q = 0; q < queues_; ++q) {
+    rc = rte_eth_rx_queue_setup(id_, q, rx_ring, socket, nullptr, pool_);
+    if (rc != 0) throw dpdk_error("rte_eth_rx_queue_setup " + name_, rc);
+    rc = rte_eth_tx_queue_setup(id_, q, tx_ring, socket, nullptr);
+    if (rc != 0) throw dpdk_error("rte_eth_tx_queue_setup " + name_, rc);
+  }
   rc = rte_eth_dev_start(id_);
   if (rc != 0) throw dpdk_error("rte_eth_dev_start " + name_, rc);
   started_ = true;

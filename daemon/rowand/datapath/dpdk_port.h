@@ -2,7 +2,8 @@
 // spec (a PCI address, or a vdev such as `net_af_packet0,iface=rowan-a-lan`).
 //
 // Threading: init_eal and Port's constructor run on the main thread before
-// the packet loop starts; rx/tx are called by the one lcore that owns the port.
+// the packet loop starts; rx/tx are called by the one lcore that owns the port
+// (or queue 0 of it); with a queue per worker, worker i owns queue i.
 #pragma once
 
 #include <rte_ethdev.h>
@@ -32,12 +33,28 @@ struct PortStats {
            oerrors = 0, rx_nombuf = 0;
 };
 
+/// How many RX/TX queue pairs to open for `workers` packet workers on a port
+/// that has at most `max_rx`/`max_tx` queues: one per worker under kAuto
+/// when there are two or more and the port has that many, else one (the
+/// distributor's, or the one worker's).
+uint16_t queue_pairs_for(QueueMode mode, uint32_t workers, uint16_t max_rx, uint16_t max_tx);
+
+/// How many workers the EAL's `lcores` run (site.h): one on one or two
+/// lcores, lcores - 1 from three on.
+uint32_t workers_for(uint32_t lcores);
+
 class Port {
  public:
-  /// Finds the port the EAL created for `device`, configures one RX and one
-  /// TX queue and starts it. Throws std::runtime_error.
+  /// Finds the port the EAL created for `device`, configures `queues` RX
+  /// and TX queues (queue_pairs_for; more than one: RSS over the IP
+  /// addresses and the TCP/UDP ports, as far as the PMD hashes them, with a
+  /// symmetric Toeplitz key when it takes one) and starts it. Throws
+  /// std::runtime_error.
   Port(const std::string& device, uint16_t rx_ring, uint16_t tx_ring, uint32_t mbuf_size,
-       uint32_t nb_mbufs);
+       uint32_t nb_mbufs, uint16_t queues = 1);
+  /// The most RX/TX queue pairs the EAL's port for `device` offers (0: no
+  /// such port). Before a Port is opened on it.
+  static uint16_t max_queue_pairs(const std::string& device);
   ~Port();
   Port(const Port&) = delete;
   Port& operator=(const Port&) = delete;
@@ -46,6 +63,11 @@ class Port {
   const std::array<uint8_t, 6>& mac() const { return mac_; }
   rte_mempool* pool() const { return pool_; }
   const std::string& name() const { return name_; }
+
+  /// RX/TX queue pairs opened (1, or one per worker).
+  uint16_t queues() const { return queues_; }
+  /// The RSS hash functions in use (0: one queue, or the PMD hashes its own way).
+  uint64_t rss_hf() const { return rss_hf_; }
 
   uint16_t rx(rte_mbuf** pkts, uint16_t n) noexcept { return rte_eth_rx_burst(id_, 0, pkts, n); }
   uint16_t tx(rte_mbuf** pkts, uint16_t n) noexcept { return rte_eth_tx_burst(id_, 0, pkts, n); }
@@ -56,6 +78,8 @@ class Port {
   std::string name_;
   std::array<uint8_t, 6> mac_{};
   rte_mempool* pool_ = nullptr;
+  uint16_t queues_ = 1;
+  uint64_t rss_hf_ = 0;
   bool started_ = false;
 };
 

@@ -101,13 +101,31 @@ J merge_snapshots(const std::string& cmd, const std::vector<J>& parts) {
   return parts.front();
 }
 
+std::vector<ShardRoute> shard_routes(const GatewayConfig& cfg) {
+  std::vector<ShardRoute> r;
+  for (const RouteConfig& rc : cfg.routes) r.push_back({rc.prefix, rc.mode == RouteMode::kSplit});
+  std::stable_sort(r.begin(), r.end(), [](const ShardRoute& a, const ShardRoute& b) {
+    return a.prefix.len > b.prefix.len;
+  });
+  return r;
+}
+
 Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(clock) {
   const uint32_t lcores = rte_lcore_count();
   mode_ = worker_mode(lcores);
   unsigned l = 0;
   RTE_LCORE_FOREACH_WORKER(l) { lcores_.push_back(l); }
   const uint32_t n = mode_ == WorkerMode::kDistributed ? lcores - 1 : 1;
-  if (mode_ == WorkerMode::kDistributed) {
+  if (mode_ == WorkerMode::kDistributed && local.queues() == n) {
+    mode_ = WorkerMode::kQueues;
+    std::vector<SiteIo*> queues;
+    for (uint32_t i = 0; i < n; ++i) {
+      queue_ios_.push_back(
+          std::make_unique<PortSiteIo>(local, static_cast<uint16_t>(i), cfg.local.device, true));
+      queues.push_back(queue_ios_.back().get());
+    }
+    handoff_ = std::make_unique<Handoff>(std::move(queues));
+  } else if (mode_ == WorkerMode::kDistributed) {
     port_io_ = std::make_unique<PortSiteIo>(local, 0, cfg.local.device, true);
     dist_ = std::make_unique<Distributor>(*port_io_, n);
     main_idle_ = IdlePolicy(dist_->can_block(), cfg.local.wake_coalesce);
@@ -117,6 +135,11 @@ Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(c
     s->site = this;
     if (dist_) {
       s->io = dist_->worker_io(i);
+    } else if (handoff_) {
+      auto q = handoff_->worker_io(i);
+      q->set_routes(shard_routes(cfg));
+      s->queue_io = q.get();
+      s->io = std::move(q);
     } else {
       s->io = std::make_unique<PortSiteIo>(local, 0, cfg.local.device, true);
     }
@@ -172,7 +195,18 @@ void Site::worker_pass(Slot& s, TimePoint now) {
         g.arm_wake();  // a frame before this is in the port's ring: poll once more
         break;
       case IdlePolicy::Action::kBlock:
+        g.idle_wait(next.duration);
+        break;
       case IdlePolicy::Action::kSleep:
+        // A timed step: arm first so that a peer or the distributor that
+        // hands this worker frames ends it early, and look once more.
+        g.arm_wake();
+        if (g.poll(now)) {
+          s.worked = true;
+          s.idle.on_work(now);
+          g.disarm_wake();
+          break;
+        }
         g.idle_wait(next.duration);
         break;
       case IdlePolicy::Action::kNap: {
@@ -191,6 +225,9 @@ void Site::worker_pass(Slot& s, TimePoint now) {
     if (s.reload_cfg) {
       try {
         s.reload_result = g.reload(*s.reload_cfg);
+        // Re-sharding on a changed route mode can reorder the packets in
+        // flight at that moment, once (docs/gateway.md).
+        if (s.queue_io != nullptr) s.queue_io->set_routes(shard_routes(*s.reload_cfg));
       } catch (const std::exception& e) {
         s.reload_result = std::string("reload failed: ") + e.what();
       }
@@ -207,8 +244,10 @@ void Site::main_pass(TimePoint now) {
     case WorkerMode::kInline:
       worker_pass(*slots_.front(), now);
       return;
-    case WorkerMode::kOwner: {
-      // The worker owns the port; the main lcore only answers stop and reload.
+    case WorkerMode::kOwner:
+    case WorkerMode::kQueues: {
+      // The workers own the port's queues; the main lcore only answers stop
+      // and reload.
       const timespec ts{0, 2000000};
       nanosleep(&ts, nullptr);
       return;
@@ -246,13 +285,7 @@ void Site::main_pass(TimePoint now) {
 }
 
 void Site::set_shard_routes(const GatewayConfig& cfg) {
-  if (!dist_) return;
-  std::vector<ShardRoute> r;
-  for (const RouteConfig& rc : cfg.routes) r.push_back({rc.prefix, rc.mode == RouteMode::kSplit});
-  std::stable_sort(r.begin(), r.end(), [](const ShardRoute& a, const ShardRoute& b) {
-    return a.prefix.len > b.prefix.len;
-  });
-  dist_->set_routes(std::move(r));
+  if (dist_) dist_->set_routes(shard_routes(cfg));
 }
 
 std::string Site::reload(const GatewayConfig& cfg) {
@@ -284,6 +317,28 @@ J Site::snapshot(const std::string& cmd) const {
   parts.reserve(slots_.size());
   for (const auto& s : slots_) parts.push_back(s->worker->snapshot(cmd));
   J out = merge_snapshots(cmd, parts);
+  if (cmd == "status") {
+    const char* mode = dist_ ? "distributor" : handoff_ ? "rss" : "single";
+    const size_t count = dist_ ? 1 : handoff_ ? handoff_->workers() : 1;
+    if (out.contains("local") && out["local"].is_object()) {
+      out["local"]["queues"] = J{{"mode", mode}, {"count", count}};
+    }
+  }
+  if (cmd == "status" && handoff_) {
+    uint64_t full = 0;
+    J& workers = out["workers"];
+    for (uint32_t i = 0; i < handoff_->workers() && i < workers.size(); ++i) {
+      const HandoffStats hs = handoff_->stats(i);
+      full += hs.ring_full;
+      workers[i]["handoff_out"] = hs.out;
+      workers[i]["handoff_in"] = hs.in;
+      workers[i]["handoff_drops"] = hs.ring_full;
+      workers[i]["handoff_hold"] = hs.hold;
+      workers[i]["broadcast"] = hs.broadcast;
+      workers[i]["copy_nombuf"] = hs.copy_nombuf;
+    }
+    out["drops"]["worker_busy"] = full;
+  }
   if (cmd == "status" && dist_) {
     const DistributorStats ds = dist_->stats();
     uint64_t busy = 0;
@@ -300,6 +355,17 @@ J Site::snapshot(const std::string& cmd) const {
 std::vector<DataPathMetrics> Site::metrics() const {
   std::vector<DataPathMetrics> v;
   for (const auto& s : slots_) v.push_back(s->worker->metrics());
+  if (handoff_) {
+    for (uint32_t i = 0; i < handoff_->workers() && i < v.size(); ++i) {
+      const HandoffStats hs = handoff_->stats(i);
+      for (WorkerMetrics& w : v[i].workers) {
+        w.handoff_out = hs.out;
+        w.handoff_in = hs.in;
+        w.handoff_drops = hs.ring_full;
+      }
+      v[i].drops[static_cast<size_t>(Drop::kWorkerBusy)] += hs.ring_full;
+    }
+  }
   if (dist_) {
     DataPathMetrics d;
     d.drops.assign(static_cast<size_t>(Drop::kCount), 0);

@@ -6,11 +6,15 @@
 //   packet loop as it always was);
 // - two: one worker on the second lcore, owning the port's queue; the main
 //   lcore only serves control, reload and stop;
-// - N+1 (N >= 2): N workers; the main lcore runs the software distributor
+// - N+1 (N >= 2): N workers. When the port was opened with a queue pair per
+//   worker (local.queues = "auto" and a port with that many queues), each
+//   worker reads and sends on its own queue and hands frames it does not
+//   own to their owner (handoff.h); the main lcore serves control, reload
+//   and stop. Otherwise the main lcore runs the software distributor
 //   (distributor.h) between the port's one RX/TX queue pair and the
-//   workers' rings. Frames are sharded by shard.h, so a flow (a RoCEv2 QP:
-//   addresses + UDP source port) always reaches one worker and is never
-//   reordered.
+//   workers' rings. Either way frames are sharded by shard.h, so a flow (a
+//   RoCEv2 QP: addresses + UDP source port) always reaches one worker and
+//   is never reordered.
 //
 // Both gateways of a pair must run the same number of workers: worker i
 // talks to the peer's worker i (the WAN link's port + i).
@@ -40,6 +44,7 @@
 #include "datapath/datapath_metrics.h"
 #include "datapath/distributor.h"
 #include "datapath/dpdk_port.h"
+#include "datapath/handoff.h"
 #include "datapath/idle_policy.h"
 #include "datapath/site_io.h"
 #include "datapath/worker.h"
@@ -55,9 +60,14 @@ class SnapshotSource {
   virtual nlohmann::ordered_json snapshot(const std::string& cmd) const = 0;
 };
 
-/// How a site runs its workers, from the lcore count.
-enum class WorkerMode : uint8_t { kInline, kOwner, kDistributed };
+/// How a site runs its workers, from the lcore count (and, for kQueues,
+/// the port's queues).
+enum class WorkerMode : uint8_t { kInline, kOwner, kDistributed, kQueues };
+/// kInline, kOwner or kDistributed: what the lcore count alone says.
 WorkerMode worker_mode(uint32_t lcores);
+
+/// The routes as shard.h takes them (longest prefix first).
+std::vector<ShardRoute> shard_routes(const GatewayConfig& cfg);
 
 class Site final : public SnapshotSource {
  public:
@@ -71,7 +81,7 @@ class Site final : public SnapshotSource {
   uint32_t workers() const noexcept { return static_cast<uint32_t>(slots_.size()); }
   WorkerMode mode() const noexcept { return mode_; }
   /// One pass of the main lcore at `now`: the inline worker's pass, the
-  /// distributor's, or a short sleep (kOwner). Sleeps when idle.
+  /// distributor's, or a short sleep (kOwner, kQueues). Sleeps when idle.
   void main_pass(TimePoint now);
   /// Applies a reloaded config on every worker (each on its lcore; waits up
   /// to 3 s for them); returns what changed.
@@ -87,6 +97,7 @@ class Site final : public SnapshotSource {
   struct Slot {
     Site* site = nullptr;
     std::unique_ptr<SiteIo> io;
+    QueueSiteIo* queue_io = nullptr;  ///< io when it is one (kQueues): routes on reload
     std::unique_ptr<Worker> worker;
     IdlePolicy idle{false, Duration::zero()};
     bool worked = false;
@@ -108,6 +119,8 @@ class Site final : public SnapshotSource {
   WorkerMode mode_;
   std::unique_ptr<SiteIo> port_io_;  ///< the distributor's queue pair (kDistributed)
   std::unique_ptr<Distributor> dist_;
+  std::vector<std::unique_ptr<SiteIo>> queue_ios_;  ///< worker i's queue pair (kQueues)
+  std::unique_ptr<Handoff> handoff_;                ///< kQueues
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<unsigned> lcores_;  ///< the worker lcores (kOwner, kDistributed)
   std::atomic<bool> stop_{false};

@@ -11,6 +11,8 @@
 //   workers. RX is the distributor's share for this worker, TX goes back to
 //   it for the port's one TX queue. Both rings are single-producer,
 //   single-consumer.
+// - QueueSiteIo (handoff.h): the worker's own queue pair of a port with one
+//   per worker, and the rings on which its peers hand it the frames it owns.
 //
 // Threading: rx/tx/arm_wake/disarm on the owning worker's lcore only;
 // stats() on any thread (rte_eth_stats_get).
@@ -44,6 +46,13 @@ class SiteIo {
   /// A descriptor readable when a frame may have come after arm_wake(), or -1
   /// (then the worker backs off in timed steps).
   virtual int wake_fd() const noexcept { return -1; }
+  /// True when wake_fd() becomes readable for every frame rx() will return
+  /// (so the worker may sleep until its next timer); false when it only ends
+  /// some sleeps early (the worker backs off in timed steps).
+  virtual bool wakes_for_frames() const noexcept { return wake_fd() >= 0; }
+  /// True (once) when rx() read frames that it did not return (it handed
+  /// them to another worker since the last call): the pass did work.
+  virtual bool take_handed_over() noexcept { return false; }
   /// Before the last poll ahead of a sleep on wake_fd().
   virtual void arm_wake() noexcept {}
   /// After the worker found work or woke up.
@@ -69,6 +78,7 @@ class PortSiteIo final : public SiteIo {
   PortStats stats() const override { return port_.stats(); }
   int wake_fd() const noexcept override { return waker_.fd(); }
   void arm_wake() noexcept override { waker_.arm(); }
+  uint16_t queue() const noexcept { return queue_; }
 
  private:
   Port& port_;

@@ -603,6 +603,8 @@ void Worker::local_rx(TimePoint now) noexcept {
     }
     if (n < kBurst) break;
   }
+  // Frames the port gave this worker for another one (handoff.h) are work too.
+  if (local_.take_handed_over()) moved_ = true;
   rx_tag_ = {};
 }
 

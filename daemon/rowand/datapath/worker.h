@@ -233,7 +233,7 @@ class Worker {
   /// True when idle_wait() wakes for local frames and WAN datagrams alike
   /// (an af_packet local port, every peer on one UDP socket): the loop may
   /// then sleep until its next timer instead of backing off in steps.
-  bool can_block() const noexcept { return local_.wake_fd() >= 0 && sole_socket_ != nullptr; }
+  bool can_block() const noexcept { return local_.wakes_for_frames() && sole_socket_ != nullptr; }
   /// Empties the local port's doorbell; poll() once more before idle_wait().
   void arm_wake() noexcept { local_.arm_wake(); }
   /// After poll() found work (a distributor stops waking this worker).

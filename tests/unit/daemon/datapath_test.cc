@@ -1,7 +1,9 @@
 // The packet workers' data path without a NIC, root or namespaces
 // (site_io.h): real mbufs from a real mempool (EAL with --no-huge), the
 // software distributor between a MemorySiteIo "port" and its workers'
-// rings, and two Gateways forwarding over UDP on 127.0.0.1.
+// rings, queues per worker (a MemorySiteIo per queue) with the hand-over
+// between workers, and two Gateways forwarding over UDP on 127.0.0.1.
+#include <poll.h>
 #include <rte_eal.h>
 #include <rte_mbuf.h>
 #include <unistd.h>
@@ -20,7 +22,9 @@
 #include "config/config.h"
 #include "crypto/keys.h"
 #include "datapath/distributor.h"
+#include "datapath/dpdk_port.h"
 #include "datapath/flow_table.h"
+#include "datapath/handoff.h"
 #include "datapath/shard.h"
 #include "datapath/worker.h"
 #include "memory_site_io.h"
@@ -212,6 +216,175 @@ TEST(Distributor, BroadcastsArpHoldsThePortForAFullRingAndKeepsTxOrder) {
   }
   ASSERT_EQ(sent.size(), 50u);
   for (uint32_t i = 0; i < 50; ++i) EXPECT_EQ(psn_of(sent[i]), i);
+}
+
+// How many queue pairs the port opens: one per worker only with two or
+// more workers, local.queues = "auto" and a port that has that many.
+TEST(QueuesPerWorker, APortOpensAQueuePerWorkerOnlyWhenItHasThem) {
+  EXPECT_EQ(workers_for(1), 1u);
+  EXPECT_EQ(workers_for(2), 1u);
+  EXPECT_EQ(workers_for(3), 2u);
+  EXPECT_EQ(workers_for(5), 4u);
+  EXPECT_EQ(queue_pairs_for(QueueMode::kAuto, 1, 8, 8), 1);
+  EXPECT_EQ(queue_pairs_for(QueueMode::kAuto, 2, 8, 8), 2);
+  EXPECT_EQ(queue_pairs_for(QueueMode::kAuto, 4, 4, 4), 4);
+  EXPECT_EQ(queue_pairs_for(QueueMode::kAuto, 4, 4, 2), 1) << "too few TX queues";
+  EXPECT_EQ(queue_pairs_for(QueueMode::kAuto, 2, 1, 1), 1) << "a vdev with one queue";
+  EXPECT_EQ(queue_pairs_for(QueueMode::kDistributor, 2, 8, 8), 1);
+}
+
+// A port with a queue per worker, as RSS fills it: one MemorySiteIo per
+// queue, and a queue picked per flow by a hash of the UDP source port that
+// is not shard.h's (a NIC's Toeplitz or the kernel's fanout hash are not).
+struct MultiQueuePort {
+  explicit MultiQueuePort(uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) {
+      queues.push_back(std::make_unique<MemorySiteIo>(g_pool, "mq" + std::to_string(i), kMacA));
+    }
+  }
+  static uint32_t queue_of(uint16_t sport, uint32_t n) { return ((sport * 40503U) >> 7) % n; }
+  std::vector<SiteIo*> ios() const {
+    std::vector<SiteIo*> v;
+    for (const auto& q : queues) v.push_back(q.get());
+    return v;
+  }
+  size_t pending() const {
+    size_t p = 0;
+    for (const auto& q : queues) p += q->rx_pending();
+    return p;
+  }
+  std::vector<std::unique_ptr<MemorySiteIo>> queues;
+};
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// Numbered frames on 64 QPs sprayed over 2 queues by the port's own hash,
+// 2 workers each reading its queue: every QP's frames reach the worker
+// shard.h names for it, in PSN order; the QPs spread with Jain >= 0.9, and
+// both workers handed frames over (the port's hash is not shard.h's).
+TEST(QueuesPerWorker, SixtyFourQpsReachTheirOwnerInOrderAndSpread) {
+  NEED_EAL();
+  constexpr uint32_t kWorkers = 2, kQps = 64, kFrames = 40;
+  MultiQueuePort port(kWorkers);
+  Handoff h(port.ios());
+  std::vector<std::unique_ptr<QueueSiteIo>> w;
+  for (uint32_t i = 0; i < kWorkers; ++i) w.push_back(h.worker_io(i));
+  std::map<uint32_t, uint32_t> next_psn;
+  std::vector<double> per_worker(kWorkers, 0);
+  uint32_t misrouted_by_port = 0;  // QPs whose queue is not their owner
+  for (uint32_t q = 0; q < kQps; ++q) {
+    const auto f =
+        frame4(kHostA, kHostB, 17, static_cast<uint16_t>(49152 + q), 4791, 0x100 + q, 0, kMacA);
+    const uint32_t owner = shard_of(f.data(), static_cast<uint32_t>(f.size()), kWorkers, {});
+    if (owner != MultiQueuePort::queue_of(static_cast<uint16_t>(49152 + q), kWorkers)) {
+      ++misrouted_by_port;
+    }
+  }
+  ASSERT_GE(misrouted_by_port, kQps / 4) << "the port's hash must differ from shard.h's";
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    for (uint32_t q = 0; q < kQps; ++q) {
+      const auto sport = static_cast<uint16_t>(49152 + q);
+      ASSERT_TRUE(port.queues[MultiQueuePort::queue_of(sport, kWorkers)]->inject(
+          frame4(kHostA, kHostB, 17, sport, 4791, 0x100 + q, i, kMacA)));
+    }
+    // Each worker's loop in turn, until the queues and the rings are empty.
+    for (int pass = 0; pass < 1000; ++pass) {
+      bool moved = false;
+      for (uint32_t k = 0; k < kWorkers; ++k) {
+        rte_mbuf* m[32];
+        const uint16_t n = w[k]->rx(m, 32);
+        moved = w[k]->take_handed_over() || n > 0 || moved;
+        for (uint16_t j = 0; j < n; ++j) {
+          const auto f = bytes_of(m[j]);
+          const uint32_t qp = qp_of(f);
+          EXPECT_EQ(shard_of(f.data(), static_cast<uint32_t>(f.size()), kWorkers, {}), k)
+              << "QP " << qp << " at a worker that does not own it";
+          EXPECT_EQ(psn_of(f), next_psn[qp]) << "QP " << qp << " reordered";
+          next_psn[qp] = psn_of(f) + 1;
+          per_worker[k] += 1;
+        }
+      }
+      if (!moved && port.pending() == 0) break;
+    }
+  }
+  ASSERT_EQ(next_psn.size(), kQps);
+  for (const auto& [qp, psn] : next_psn) EXPECT_EQ(psn, kFrames) << "QP " << qp;
+  EXPECT_GE(jain_index(per_worker), 0.9) << per_worker[0] << " / " << per_worker[1];
+  uint64_t out = 0, in = 0;
+  for (uint32_t k = 0; k < kWorkers; ++k) {
+    const HandoffStats hs = h.stats(k);
+    EXPECT_GT(hs.out, 0u) << "worker " << k;
+    EXPECT_EQ(hs.ring_full, 0u);
+    out += hs.out;
+    in += hs.in;
+  }
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(out, uint64_t{misrouted_by_port} * kFrames);
+}
+
+// ARP read from any queue reaches every worker; a worker whose ring toward
+// a peer is short of room leaves its queue unread (nothing dropped) until
+// the peer drains; a sleeping worker is woken by a peer's hand-over; TX goes
+// to the worker's own queue.
+TEST(QueuesPerWorker, ArpReachesEveryWorkerHoldsForAFullRingWakesAndSendsOnItsQueue) {
+  NEED_EAL();
+  MultiQueuePort port(3);
+  Handoff h(port.ios());
+  std::vector<std::unique_ptr<QueueSiteIo>> w;
+  for (uint32_t i = 0; i < 3; ++i) w.push_back(h.worker_io(i));
+  rte_mbuf* m[64];
+  ASSERT_TRUE(port.queues[1]->inject(
+      arp(1, kHostMacA, kHostA, 0xC6120101, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff})));
+  for (uint32_t k : {1U, 0U, 2U}) {
+    ASSERT_EQ(w[k]->rx(m, 64), 1) << "worker " << k;
+    EXPECT_EQ(load_be16(rte_pktmbuf_mtod(m[0], const uint8_t*) + 12), 0x0806);
+    rte_pktmbuf_free(m[0]);
+  }
+  EXPECT_EQ(h.stats(1).broadcast, 1u);
+  EXPECT_EQ(h.stats(1).out, 2u);
+
+  // One QP that worker 2 owns, all on queue 0; worker 2 sleeps.
+  uint16_t sport = 40000;
+  for (;; ++sport) {
+    const auto f = frame4(kHostA, kHostB, 17, sport, 4791, 7, 0, kMacA);
+    if (shard_of(f.data(), static_cast<uint32_t>(f.size()), 3, {}) == 2) break;
+  }
+  w[2]->arm_wake();
+  EXPECT_FALSE(readable(w[2]->wake_fd()));
+  const uint32_t total = Handoff::kRingSize + 100;
+  for (uint32_t i = 0; i < total; ++i) {
+    ASSERT_TRUE(port.queues[0]->inject(frame4(kHostA, kHostB, 17, sport, 4791, 7, i, kMacA)));
+  }
+  for (int pass = 0; pass < 100; ++pass) EXPECT_EQ(w[0]->rx(m, 32), 0);
+  EXPECT_TRUE(readable(w[2]->wake_fd())) << "worker 0's hand-over wakes the sleeping worker 2";
+  w[2]->disarm();
+  EXPECT_EQ(h.stats(0).ring_full, 0u);
+  EXPECT_GT(h.stats(0).hold, 0u);
+  EXPECT_GT(port.queues[0]->rx_pending(), 100u) << "the queue kept what the ring could not take";
+  uint32_t next = 0;
+  for (int pass = 0; pass < 1000 && next < total; ++pass) {
+    w[0]->rx(m, 32);
+    uint16_t n;
+    while ((n = w[2]->rx(m, 64)) > 0) {
+      for (uint16_t j = 0; j < n; ++j) {
+        EXPECT_EQ(psn_of(bytes_of(m[j])), next) << "in order, none lost";
+        ++next;
+      }
+    }
+  }
+  EXPECT_EQ(next, total);
+  EXPECT_EQ(h.stats(2).in, total + 1);  // and the ARP copy
+
+  // TX: straight to the worker's own queue.
+  rte_mbuf* x = rte_pktmbuf_alloc(g_pool);
+  const auto f = frame4(kHostB, kHostA, 17, 50000, 4791, 9, 0, kHostMacA);
+  std::memcpy(rte_pktmbuf_append(x, static_cast<uint16_t>(f.size())), f.data(), f.size());
+  ASSERT_EQ(w[1]->tx(&x, 1), 1);
+  EXPECT_EQ(port.queues[1]->take_sent().size(), 1u);
+  EXPECT_TRUE(port.queues[0]->take_sent().empty());
 }
 
 // `local_extra` and `route_extra`: more keys for [local] and the [[route]].
