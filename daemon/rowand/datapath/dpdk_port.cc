@@ -74,6 +74,10 @@ uint32_t workers_for(uint32_t lcores) { return lcores <= 2 ? 1 : lcores - 1; }
 uint16_t Port::max_queue_pairs(const std::string& device) {
   uint16_t id = 0;
   if (rte_eth_dev_get_port_by_name(device_name(device).c_str(), &id) != 0) return 0;
+  // net_memif reports 255 queue pairs whatever its peer has, and a memif
+  // server refuses a client's rings beyond its own queue count: its queues
+  // are the peer's choice, so they do not count.
+  if (device_name(device).rfind("net_memif", 0) == 0) return 1;
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(id, &info) != 0) return 0;
   return std::min(info.max_rx_queues, info.max_tx_queues);

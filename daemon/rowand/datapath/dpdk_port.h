@@ -53,7 +53,8 @@ class Port {
   Port(const std::string& device, uint16_t rx_ring, uint16_t tx_ring, uint32_t mbuf_size,
        uint32_t nb_mbufs, uint16_t queues = 1);
   /// The most RX/TX queue pairs the EAL's port for `device` offers (0: no
-  /// such port). Before a Port is opened on it.
+  /// such port; 1 for net_memif, whose queues its peer decides). Before a
+  /// Port is opened on it.
   static uint16_t max_queue_pairs(const std::string& device);
   ~Port();
   Port(const Port&) = delete;
