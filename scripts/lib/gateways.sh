@@ -45,13 +45,16 @@ find_rowanctl() {
 # WAN_MTU: the WAN link's IP MTU ([[wan.link]] mtu, 1500 by default).
 # WORKERS: packet workers per gateway (1: the main lcore is the one worker;
 # N > 1: N+1 lcores, the main one distributing the site port; docs/gateway.md).
+# SITE_QUEUES: one (default) or per-worker: the site port's af_packet vdev
+# gets qpairs=WORKERS, so each worker reads its own queue (local.queues =
+# "auto", the default, takes them; docs/gateway.md "Packet workers").
 # RATE@RTT...: links 2.. (two-site --links): [[wan.link]] wanK on 198.19.K.0/24
 # (A .1, B .2) with that rate and RTT, and the peer reached over every link
 # (peer.links and peer.endpoints, in link order).
 gateways_start() {
   local rate=$1 rtt=$2 cc=${3:-rowan} wan_backend=${4:-udp} site_mtu=${5:-1500}
-  local wan_mtu=${6:-1500} workers=${7:-1}
-  shift 7 || shift $#
+  local wan_mtu=${6:-1500} workers=${7:-1} site_queues=${8:-one}
+  shift 8 || shift $#
   local more_links=("$@")
   local rowand rowanctl site ns cfg
   rowand=$(find_rowand)
@@ -91,6 +94,9 @@ gateways_start() {
       # Every lcore may run on every CPU: the testbed shares its cores.
       backend_args+=(-e "s|^lcores = .*|lcores = \"(0-$workers)@(0-$(($(nproc) - 1)))\"|"
         -e 's|^no_huge = true.*|&\nmemory_mb = 512|')
+    fi
+    if [[ $site_queues == per-worker ]]; then
+      backend_args+=(-e "s|^device = \"net_af_packet0,iface=lan0\"|device = \"net_af_packet0,iface=lan0,qpairs=$workers\"|")
     fi
     sed -e "s|^rate = .*|rate = \"$rate\"|" -e "s|^rtt = .*|rtt = \"$rtt\"|" \
       -e "s|^algorithm = .*|algorithm = \"$cc\"|" "${secure_args[@]}" "${backend_args[@]}" \

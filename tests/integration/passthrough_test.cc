@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <set>
 #include <string>
@@ -294,6 +295,56 @@ TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
   EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
   EXPECT_EQ(workers.size(), 2u);
   EXPECT_EQ(ctl('b', "status")["workers"].size(), 2u);
+}
+
+// The same with a queue per worker (docs/gateway.md "Packet workers"): the
+// gateways' site ports are net_af_packet with qpairs=2, whose sockets share
+// a PACKET_FANOUT_HASH group, so the kernel spreads the flows over the two
+// queues by its own hash; each worker reads its queue and hands the frames
+// shard.h gives the other worker over. Every QP arrives complete and in PSN
+// order, the QPs spread over both workers (Jain >= 0.9), both queues carry
+// frames, and frames were handed over both ways.
+TEST_F(PassthroughTest, QueuePerWorkerKeepsEachOfSixtyFourQpsInOrderAndSpreadsThem) {
+  up("--workers 2 --site-queues per-worker --rate 100mbit --rtt 20ms --loss 1%");
+  const json before = ctl('a', "status");
+  ASSERT_EQ(before["workers"].size(), 2u) << before.dump();
+  ASSERT_EQ(before["local"]["queues"]["mode"], "rss") << before["local"].dump();
+  ASSERT_EQ(before["local"]["queues"]["count"], 2);
+  ASSERT_EQ(ctl('b', "status")["local"]["queues"]["mode"], "rss");
+  const int qps = 64;
+  const int count = 30;
+  const ShellResult verify = roce_across("roce-queues-b", qps, count, "--size 256 --pps 2000", 60);
+  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
+  const json after = ctl('a', "status");
+  ASSERT_EQ(after["workers"].size(), 2u);
+  std::vector<double> rx, from_queue;
+  for (size_t w = 0; w < 2; ++w) {
+    const json& a = after["workers"][w];
+    const json& b = before["workers"][w];
+    auto delta = [&](const char* k) { return a[k].get<double>() - b[k].get<double>(); };
+    rx.push_back(delta("rx_packets"));
+    // What its own queue gave it: what it handled, less what came from its
+    // peer, plus what it passed on.
+    from_queue.push_back(delta("rx_packets") - delta("handoff_in") + delta("handoff_out"));
+    EXPECT_GT(delta("handoff_out"), 0) << "worker " << w << " handed nothing over: " << a.dump();
+    EXPECT_EQ(a["handoff_drops"], 0) << a.dump();
+    EXPECT_GT(from_queue.back(), 0) << "queue " << w << " carried nothing: " << a.dump();
+  }
+  const double jain = (rx[0] + rx[1]) * (rx[0] + rx[1]) / (2 * (rx[0] * rx[0] + rx[1] * rx[1]));
+  std::cout << "gateway A: workers took " << rx[0] << " and " << rx[1] << " frames (Jain " << jain
+            << "); their queues gave " << from_queue[0] << " and " << from_queue[1] << "\n";
+  EXPECT_GE(jain, 0.9) << "worker 0 took " << rx[0] << " frames, worker 1 " << rx[1]
+                       << "; queues gave " << from_queue[0] << " and " << from_queue[1];
+  const json flows = ctl('a', "flows");
+  int roce = 0;
+  std::set<int> workers;
+  for (const auto& f : flows) {
+    if (f["kind"] != "roce") continue;
+    ++roce;
+    workers.insert(f["worker"].get<int>());
+  }
+  EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
+  EXPECT_EQ(workers.size(), 2u);
 }
 
 // The same over IPv6: the hosts resolve their gateway with neighbour
