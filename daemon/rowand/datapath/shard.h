@@ -1,7 +1,9 @@
 // Which packet worker owns a frame from the site port (ARCHITECTURE.md
 // "Packet workers"). The software distributor (distributor.h) calls it for
-// every frame when the port has one RX queue; pure and DPDK-free, so the
-// spreading and the ownership rule are unit-tested without a port.
+// every frame when the port has one RX queue, and with a queue per worker
+// each worker calls it for every frame its queue gives it (handoff.h); pure
+// and DPDK-free, so the spreading and the ownership rule are unit-tested
+// without a port.
 //
 // The rule:
 // - ARP, and ICMPv6 neighbour solicitations/advertisements (next header 58,
