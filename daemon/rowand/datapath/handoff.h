@@ -16,9 +16,9 @@
 //
 // Order: the port puts a given flow always on the same queue, so its frames
 // reach their owner either directly or through one ring, in the order the
-// queue had them. (net_af_packet's fanout has the rollover flag: when one
-// queue's ring is full the kernel puts a frame on another, whose frames can
-// then overtake it; that happens only under overload.)
+// queue had them. (net_af_packet's fanout has the rollover flag: when a
+// queue's ring is (nearly) full the kernel puts a frame on another, where
+// it can overtake or fall behind its flow; that happens only under overload.)
 //
 // Backpressure, as the distributor does it: a worker reads its queue only
 // when each of its outbound rings has room for the whole burst; otherwise
