@@ -92,7 +92,12 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     }
   }
   if (conn_.next_timeout() <= now) conn_.on_timeout(now);
-  if (tx_count_ == 0) {
+  // Up to kMaxSendBursts bursts while the connection fills each one and the
+  // backends take it all: a loop that sleeps between passes (wake-up
+  // coalescing, a late timer) comes back owing more than one burst, and
+  // the pacer lets it catch up (pacer.h); one burst per pass made the
+  // loop's wake-up rate a ceiling on its sending rate.
+  for (uint32_t b = 0; b < kMaxSendBursts && tx_count_ == 0; ++b) {
     // Send stamps as close to the datagrams' departure as the loop can
     // read: handling the receive burst may have taken a while.
     if (clock_ != nullptr) now = std::max(now, clock_->now());
@@ -103,6 +108,7 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     }
     tx_count_ = n;
     flush(now);
+    if (n < out_.size()) break;
   }
   TimePoint next = conn_.next_timeout();
   for (const io::PacketIo* io : ios_) next = std::min(next, io->next_rx_time());

@@ -35,6 +35,8 @@ class Driver {
 
   /// How long to wait before retrying datagrams a full backend refused.
   static constexpr Duration kTxRetry = Duration::from_us(10);
+  /// Send bursts per poll() at most (while each one is full and taken).
+  static constexpr uint32_t kMaxSendBursts = 8;
 
   /// One pass at `now`; returns when the next pass is needed.
   TimePoint poll(TimePoint now) noexcept;

@@ -101,7 +101,9 @@ TEST(MultipathChannelFailover, ABlackholedPathLosesNothing) {
     ASSERT_GE(a.poll(0), 0);
     ASSERT_GE(b.poll(0), 0);
   }
-  ASSERT_EQ(got.count, kMessages / 3);
+  // (A pass may complete several messages: the cut comes mid-transfer.)
+  ASSERT_GE(got.count, kMessages / 3);
+  ASSERT_LT(got.count, kMessages / 2);
   a.fill_path_stats(1, &before);
   ASSERT_GT(before.wire_bytes_sent, 0u) << "path 1 carried nothing before the cut";
   ASSERT_EQ(before.up, 1);

@@ -2,6 +2,8 @@
 // earlier than they arrived (an RTT sample below the path's minimum).
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "harness.h"
 
 namespace rowan::test {
@@ -42,6 +44,23 @@ TEST(Driver, ClockKeepsRttSamplesAboveThePath) {
       EXPECT_EQ(a.stats().acks_received, 0U);
     }
   }
+}
+
+// A pass that finds the connection owing more than one burst (an unpaced
+// window of 200 datagrams, all data written) sends several bursts while each
+// is full and the link takes it, not one burst per pass: a loop that sleeps
+// between passes must not have its wake-up rate cap its sending rate.
+TEST(Driver, OnePassSendsSeveralFullBursts) {
+  FakeClock clock{TimePoint::from_ns(1'000'000)};
+  io::LoopbackLink link(2048, 4096, 1);
+  transport::Connection a(test_config(Bytes{200} * 1472), clock, clock.now());
+  transport::Driver da(a, link.a(), 32);
+  std::vector<uint8_t> data(1 << 20, 7);
+  ASSERT_EQ(a.write(0, data.data(), data.size(), false, clock.now()), data.size());
+  da.poll(clock.now());
+  const uint64_t sent = a.stats().packets_sent;
+  EXPECT_GT(sent, 32U * 4);
+  EXPECT_LE(sent, 32U * transport::Driver::kMaxSendBursts);
 }
 
 }  // namespace
