@@ -72,6 +72,30 @@ class PassthroughTest : public ::testing::Test {
   uint64_t drops(char site, const std::string& reason) {
     return ctl(site, "status")["drops"][reason].get<uint64_t>();
   }
+  // Gateway A's RoCE flows after a multi-QP run: every QP is one flow, and
+  // the flows sit on both of its workers.
+  void expect_qps_on_both_workers(int qps) {
+    int roce = 0;
+    std::set<int> workers;
+    for (const auto& f : ctl('a', "flows")) {
+      if (f["kind"] != "roce") continue;
+      ++roce;
+      workers.insert(f["worker"].get<int>());
+    }
+    EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
+    EXPECT_EQ(workers.size(), 2u);
+  }
+  // 64 QPs of 30 numbered RoCEv2 frames from site A to site B, each QP
+  // checked complete and in PSN order at B; gateway A's status after.
+  json roce_64_qps(const std::string& name) {
+    const ShellResult verify = roce_across(name, 64, 30, "--size 256 --pps 2000", 60);
+    EXPECT_EQ(verify.status, 0) << verify.out
+                                << "drops at B: " << ctl('b', "status")["drops"].dump();
+    return ctl('a', "status");
+  }
+  static double jain2(const std::vector<double>& x) {
+    return (x[0] + x[1]) * (x[0] + x[1]) / (2 * (x[0] * x[0] + x[1] * x[1]));
+  }
   // One iperf3 run from site A to a fresh one-shot server on site B; the
   // result's JSON, or null when iperf3 failed or reported no received sum.
   json iperf(const std::string& args) {
@@ -269,11 +293,7 @@ TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
   up("--workers 2 --rate 100mbit --rtt 20ms --loss 1%");
   const json before = ctl('a', "status");
   ASSERT_EQ(before["workers"].size(), 2u) << before.dump();
-  const int qps = 64;
-  const int count = 30;
-  const ShellResult verify = roce_across("roce-workers-b", qps, count, "--size 256 --pps 2000", 60);
-  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
-  const json after = ctl('a', "status");
+  const json after = roce_64_qps("roce-workers-b");
   ASSERT_EQ(after["workers"].size(), 2u);
   std::vector<double> rx;
   for (size_t w = 0; w < 2; ++w) {
@@ -282,18 +302,8 @@ TEST_F(PassthroughTest, TwoWorkersKeepEachOfSixtyFourQpsInOrderAndSpreadThem) {
     rx.push_back(got);
     EXPECT_GT(after["workers"][w]["active_flows"].get<uint64_t>(), 0u) << "worker " << w;
   }
-  const double jain = (rx[0] + rx[1]) * (rx[0] + rx[1]) / (2 * (rx[0] * rx[0] + rx[1] * rx[1]));
-  EXPECT_GE(jain, 0.9) << "worker 0 took " << rx[0] << " frames, worker 1 " << rx[1];
-  const json flows = ctl('a', "flows");
-  int roce = 0;
-  std::set<int> workers;
-  for (const auto& f : flows) {
-    if (f["kind"] != "roce") continue;
-    ++roce;
-    workers.insert(f["worker"].get<int>());
-  }
-  EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
-  EXPECT_EQ(workers.size(), 2u);
+  EXPECT_GE(jain2(rx), 0.9) << "worker 0 took " << rx[0] << " frames, worker 1 " << rx[1];
+  expect_qps_on_both_workers(64);
   EXPECT_EQ(ctl('b', "status")["workers"].size(), 2u);
 }
 
@@ -311,11 +321,7 @@ TEST_F(PassthroughTest, QueuePerWorkerKeepsEachOfSixtyFourQpsInOrderAndSpreadsTh
   ASSERT_EQ(before["local"]["queues"]["mode"], "rss") << before["local"].dump();
   ASSERT_EQ(before["local"]["queues"]["count"], 2);
   ASSERT_EQ(ctl('b', "status")["local"]["queues"]["mode"], "rss");
-  const int qps = 64;
-  const int count = 30;
-  const ShellResult verify = roce_across("roce-queues-b", qps, count, "--size 256 --pps 2000", 60);
-  EXPECT_EQ(verify.status, 0) << verify.out << "drops at B: " << ctl('b', "status")["drops"].dump();
-  const json after = ctl('a', "status");
+  const json after = roce_64_qps("roce-queues-b");
   ASSERT_EQ(after["workers"].size(), 2u);
   std::vector<double> rx, from_queue;
   for (size_t w = 0; w < 2; ++w) {
@@ -330,21 +336,12 @@ TEST_F(PassthroughTest, QueuePerWorkerKeepsEachOfSixtyFourQpsInOrderAndSpreadsTh
     EXPECT_EQ(a["handoff_drops"], 0) << a.dump();
     EXPECT_GT(from_queue.back(), 0) << "queue " << w << " carried nothing: " << a.dump();
   }
-  const double jain = (rx[0] + rx[1]) * (rx[0] + rx[1]) / (2 * (rx[0] * rx[0] + rx[1] * rx[1]));
+  const double jain = jain2(rx);
   std::cout << "gateway A: workers took " << rx[0] << " and " << rx[1] << " frames (Jain " << jain
             << "); their queues gave " << from_queue[0] << " and " << from_queue[1] << "\n";
   EXPECT_GE(jain, 0.9) << "worker 0 took " << rx[0] << " frames, worker 1 " << rx[1]
                        << "; queues gave " << from_queue[0] << " and " << from_queue[1];
-  const json flows = ctl('a', "flows");
-  int roce = 0;
-  std::set<int> workers;
-  for (const auto& f : flows) {
-    if (f["kind"] != "roce") continue;
-    ++roce;
-    workers.insert(f["worker"].get<int>());
-  }
-  EXPECT_EQ(roce, qps) << "each QP is its own flow, on one worker";
-  EXPECT_EQ(workers.size(), 2u);
+  expect_qps_on_both_workers(64);
 }
 
 // The same over IPv6: the hosts resolve their gateway with neighbour
