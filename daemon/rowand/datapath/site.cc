@@ -115,7 +115,7 @@ Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(c
   mode_ = worker_mode(lcores);
   unsigned l = 0;
   RTE_LCORE_FOREACH_WORKER(l) { lcores_.push_back(l); }
-  const uint32_t n = mode_ == WorkerMode::kDistributed ? lcores - 1 : 1;
+  const uint32_t n = workers_for(lcores);
   if (mode_ == WorkerMode::kDistributed && local.queues() == n) {
     mode_ = WorkerMode::kQueues;
     std::vector<SiteIo*> queues;

@@ -36,7 +36,6 @@ class RangeSet {
     const auto it = std::prev(m_.end());
     return {it->first, it->second};
   }
-  void clear() { m_.clear(); }
   void pop_front() { m_.erase(m_.begin()); }
 
   bool contains(uint64_t x) const { return covers(x, x + 1); }
