@@ -33,22 +33,16 @@ constexpr uint8_t kTtl = 64;
 // must fit in one mbuf, whatever the MTU.
 constexpr uint32_t kMinMbuf = 2048;
 
-/// Folds a 32-bit one's-complement sum to 16 bits.
-uint16_t fold(uint32_t sum) {
-  while ((sum >> 16) != 0) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(sum);
-}
-
 /// The one's-complement sum of the IPv4 pseudo-header and the UDP segment at
 /// `udp` (checksum field included as it is). A correct segment sums to 0xFFFF.
 uint16_t udp4_sum(const uint8_t* ip, const uint8_t* udp, uint32_t udp_len) {
-  uint32_t sum = rte_raw_cksum(udp, udp_len);  // host order of the big-endian words
-  // rte_raw_cksum sums native 16-bit words; add the pseudo-header the same way.
-  sum += rte_raw_cksum(ip + 12, 8);  // source and destination addresses
+  // Native-order words, as ones_sum adds them: addresses, then protocol and
+  // length as two big-endian 16-bit fields.
   const uint16_t proto_len[2] = {rte_cpu_to_be_16(kProtoUdp),
                                  rte_cpu_to_be_16(static_cast<uint16_t>(udp_len))};
-  sum += rte_raw_cksum(proto_len, sizeof proto_len);
-  return fold(sum);
+  uint64_t sum = ones_sum(ip + 12, 8);
+  sum += ones_sum(proto_len, sizeof proto_len);
+  return ones_sum(udp, udp_len, sum);
 }
 
 std::array<uint8_t, 4> v4(const roce::IpAddr& a) {
@@ -135,9 +129,9 @@ void DpdkWanIo::build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept {
   store_be16(ip + 10, 0);
   std::memcpy(ip + 12, own_.data(), 4);
   std::memcpy(ip + 16, peer_.data(), 4);
-  // rte_raw_cksum sums native-order words, so the complemented sums below are
+  // ones_sum adds native-order words, so the complemented sums below are
   // stored as they are (memcpy), not byte-swapped.
-  const auto ip_ck = static_cast<uint16_t>(~fold(rte_raw_cksum(ip, kIpLen)));
+  const auto ip_ck = static_cast<uint16_t>(~ones_sum(ip, kIpLen));
   std::memcpy(ip + 10, &ip_ck, 2);
   uint8_t* udp = ip + kIpLen;
   store_be16(udp, opts_.port);
@@ -240,7 +234,7 @@ const uint8_t* DpdkWanIo::accept_ipv4(const uint8_t* eth, uint32_t len, uint32_t
     count(WanDrop::kRunt);  // the frame is shorter than the IP packet says
     return nullptr;
   }
-  if (fold(rte_raw_cksum(ip, ihl)) != 0xFFFF) {
+  if (ones_sum(ip, ihl) != 0xFFFF) {
     count(WanDrop::kBadIpChecksum);
     return nullptr;
   }
