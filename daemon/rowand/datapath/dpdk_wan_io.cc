@@ -90,6 +90,40 @@ DpdkWanIo::DpdkWanIo(const DpdkWanOptions& opts)
       peer_(v4(opts.peer)),
       next_hop_ip_(opts.next_hop ? *opts.next_hop : opts.peer) {}
 
+DpdkWanIo::~DpdkWanIo() {
+  for (rte_mbuf*& m : lent_) {
+    if (m != nullptr) rte_pktmbuf_free(m);
+  }
+}
+
+uint8_t* DpdkWanIo::tx_buffer(size_t i) noexcept {
+  if (i >= lent_.size()) return nullptr;
+  rte_mbuf*& m = lent_[i];
+  if (m == nullptr) {
+    m = rte_pktmbuf_alloc(port_.pool());
+    if (m == nullptr) return nullptr;
+    if (rte_pktmbuf_tailroom(m) < kHeaders + max_datagram()) {  // a pool for smaller frames
+      rte_pktmbuf_free(m);
+      m = nullptr;
+      return nullptr;
+    }
+  }
+  return rte_pktmbuf_mtod(m, uint8_t*) + kHeaders;
+}
+
+rte_mbuf* DpdkWanIo::take_lent(const uint8_t* data) noexcept {
+  for (size_t k = 0; k < lent_.size(); ++k) {
+    const size_t j = (lent_hint_ + k) % lent_.size();
+    rte_mbuf* m = lent_[j];
+    if (m != nullptr && rte_pktmbuf_mtod(m, const uint8_t*) + kHeaders == data) {
+      lent_[j] = nullptr;
+      lent_hint_ = j + 1;
+      return m;
+    }
+  }
+  return nullptr;
+}
+
 void DpdkWanIo::wait(Duration timeout) noexcept {
   if (timeout.ns() <= 0) return;
   timespec ts{timeout.ns() / 1000000000, timeout.ns() % 1000000000};
@@ -138,7 +172,7 @@ void DpdkWanIo::build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept {
   store_be16(udp + 2, opts_.peer_port);
   store_be16(udp + 4, static_cast<uint16_t>(kUdpLen + d.len));
   store_be16(udp + 6, 0);
-  std::memcpy(udp + kUdpLen, d.data, d.len);
+  if (d.data != udp + kUdpLen) std::memcpy(udp + kUdpLen, d.data, d.len);
   auto ck = static_cast<uint16_t>(~udp4_sum(ip, udp, kUdpLen + d.len));
   if (ck == 0) ck = 0xFFFF;  // RFC 768: zero means "no checksum"
   std::memcpy(udp + 6, &ck, 2);
@@ -160,31 +194,58 @@ size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now
   while (done < pkts.size()) {
     const auto n = static_cast<uint16_t>(std::min<size_t>(kBurst, pkts.size() - done));
     rte_mbuf* mbufs[kBurst];
-    if (rte_pktmbuf_alloc_bulk(port_.pool(), mbufs, n) != 0) {
-      stats_.tx_full += pkts.size() - done;
-      return done;
-    }
+    bool was_lent[kBurst];
     uint16_t built = 0;
     uint16_t src[kBurst];  // the input index (within this chunk) of each built frame
+    uint16_t stop = n;     // where a dry pool stopped the chunk
     for (uint16_t c = 0; c < n; ++c) {
       const io::TxDatagram& d = pkts[done + c];
-      void* eth = d.len > max_datagram()
-                      ? nullptr
-                      : rte_pktmbuf_append(mbufs[built], static_cast<uint16_t>(kHeaders + d.len));
-      if (eth == nullptr) {  // over the MTU (or more than the mbuf holds)
+      if (d.len > max_datagram()) {  // over the MTU
         count(WanDrop::kTxOversize);
         continue;
       }
+      // A datagram the caller wrote into a lent mbuf is framed where it is.
+      rte_mbuf* m = take_lent(d.data);
+      was_lent[built] = m != nullptr;
+      if (m == nullptr) m = rte_pktmbuf_alloc(port_.pool());
+      if (m == nullptr) {  // the pool is dry: the caller keeps the rest
+        stop = c;
+        break;
+      }
+      void* eth = rte_pktmbuf_append(m, static_cast<uint16_t>(kHeaders + d.len));
+      if (eth == nullptr) {  // more than the mbuf holds
+        count(WanDrop::kTxOversize);
+        rte_pktmbuf_free(m);
+        continue;
+      }
       build_frame(static_cast<uint8_t*>(eth), d);
+      mbufs[built] = m;
       src[built++] = c;
     }
     const uint16_t sent = built == 0 ? 0 : port_.tx(mbufs, built);
-    for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(mbufs[i]);
     stats_.tx_packets += sent;
     for (uint16_t i = 0; i < sent; ++i) stats_.tx_bytes += pkts[done + src[i]].len;
-    if (sent < built) {
-      // A partial tx_burst (queue full): the caller keeps the rest.
-      const size_t accepted = done + src[sent];
+    // Unsent: a lent mbuf is lent again with its datagram (the caller passes
+    // it again as it is), any other goes back to the pool.
+    for (uint16_t i = sent; i < built; ++i) {
+      rte_mbuf* m = mbufs[i];
+      if (!was_lent[i]) {
+        rte_pktmbuf_free(m);
+        continue;
+      }
+      rte_pktmbuf_reset(m);  // empty again; the payload stays where it was
+      for (rte_mbuf*& slot : lent_) {
+        if (slot == nullptr) {
+          slot = m;
+          m = nullptr;
+          break;
+        }
+      }
+      if (m != nullptr) rte_pktmbuf_free(m);  // cannot happen: it came from a slot
+    }
+    if (sent < built || stop < n) {
+      // A partial tx_burst (queue full) or a dry pool: the caller keeps the rest.
+      const size_t accepted = done + (sent < built ? src[sent] : stop);
       stats_.tx_full += pkts.size() - accepted;
       return accepted;
     }

@@ -84,9 +84,12 @@ class DpdkWanIo final : public io::PacketIo {
   /// std::invalid_argument for a non-IPv4 address or an off-link peer
   /// without next_hop.
   explicit DpdkWanIo(const DpdkWanOptions& opts);
-  ~DpdkWanIo() override = default;
+  ~DpdkWanIo() override;
 
   size_t send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept override;
+  /// An mbuf of the port's pool, lent past its headers' room (packet_io.h):
+  /// a datagram written there is framed in place, without a copy.
+  uint8_t* tx_buffer(size_t i) noexcept override;
   size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override;
   uint32_t max_datagram() const noexcept override { return opts_.mtu - kIpLen - kUdpLen; }
   const io::IoStats& stats() const noexcept override { return stats_; }
@@ -107,8 +110,12 @@ class DpdkWanIo final : public io::PacketIo {
   static constexpr uint16_t kBurst = 32;
   void handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(TimePoint now) noexcept;
-  /// Writes Ethernet, IPv4 and UDP headers and the payload of `d` at `eth`.
+  /// Writes Ethernet, IPv4 and UDP headers at `eth`, and the payload of
+  /// `d` after them unless it is there already (a lent buffer).
   void build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept;
+  /// The lent mbuf whose payload is at `data` (taken back from the lent
+  /// set), or null when `data` is the caller's own memory.
+  rte_mbuf* take_lent(const uint8_t* data) noexcept;
   /// Checks an IPv4 frame; returns the UDP payload (and its length) or null.
   const uint8_t* accept_ipv4(const uint8_t* eth, uint32_t len, uint32_t& payload_len,
                              io::Ecn& ecn) noexcept;
@@ -126,6 +133,10 @@ class DpdkWanIo final : public io::PacketIo {
   TimePoint last_request_;
   bool requested_ = false;
   uint16_t ip_id_ = 0;
+  /// Lent transmit mbufs by tx_buffer index (null: none lent there), and
+  /// where take_lent's search starts (the next in a burst's order).
+  std::array<rte_mbuf*, kBurst> lent_{};
+  size_t lent_hint_ = 0;
   io::IoStats stats_;
   DpdkWanStats wan_;
 };

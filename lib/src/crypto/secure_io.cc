@@ -227,7 +227,10 @@ size_t SecureIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now)
       ++sstats_.tx_oversize;
       continue;
     }
-    uint8_t* out = tx_mem_.data() + m * dgram_;
+    // Sealed straight into the backend's transmit buffer when it lends one
+    // (packet_io.h): the AEAD's output is the only copy of the payload.
+    uint8_t* out = inner_.tx_buffer(m);
+    if (out == nullptr) out = tx_mem_.data() + m * dgram_;
     if (!seal_into(*s, p.data, p.len, out)) continue;
     tx_[m] = io::TxDatagram{out, p.len + kOverhead, p.ecn};
     tx_origin_[m] = static_cast<uint32_t>(i);

@@ -7,7 +7,9 @@
 //
 // Buffers are owned by the caller: `send_burst` copies (or hands to the NIC)
 // the bytes it accepts before returning, `recv_burst` fills caller-provided
-// buffers. No allocation per packet.
+// buffers. No allocation per packet. A backend may also lend its own
+// transmit buffers (`tx_buffer`), so that the caller writes each datagram
+// where the NIC reads it, and `send_burst` skips the copy.
 //
 // Threading: one PacketIo belongs to one thread (lcore); none of its methods
 // is thread-safe.
@@ -66,6 +68,21 @@ class PacketIo {
   /// and retries on its next poll (DPDK l3fwd). Called with the time the
   /// caller read once for this burst.
   virtual size_t send_burst(std::span<const TxDatagram> pkts, TimePoint now) noexcept = 0;
+
+  /// Zero-copy transmit (optional). A buffer of at least max_datagram()
+  /// bytes in the backend's own transmit memory (a DPDK mbuf, past the room
+  /// for its headers), for the i-th datagram of the caller's next burst; null
+  /// when the backend lends none, or none for this i (the caller writes into
+  /// its own memory then). A datagram given to send_burst whose data is such
+  /// a buffer goes out without a copy, and the next tx_buffer(i) returns
+  /// another one. One not sent (refused, or never passed) stays lent with
+  /// its contents until it is sent or the backend is destroyed, so a refused
+  /// datagram can be passed again as it is. Lent buffers belong to the one
+  /// caller that asked for them (one Driver per backend).
+  virtual uint8_t* tx_buffer(size_t i) noexcept {
+    (void)i;
+    return nullptr;
+  }
 
   /// Fills up to bufs.size() buffers with datagrams that have arrived by
   /// `now`; returns the count. Sets each filled buffer's len and ecn.

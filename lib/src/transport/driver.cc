@@ -65,6 +65,19 @@ void Driver::flush(TimePoint now) noexcept {
   tx_count_ = kept;
 }
 
+void Driver::lend_tx_buffers() noexcept {
+  // With one backend every datagram goes to it, so it can be written where
+  // the backend sends it from. With several, the path (and so the backend)
+  // is chosen per datagram after its buffer: the Driver's own memory.
+  // A lent buffer holds max_datagram() of its backend: enough when that is
+  // the largest datagram the connection writes (dgram_).
+  if (ios_.size() != 1 || ios_[0]->max_datagram() < dgram_) return;
+  for (size_t i = 0; i < out_.size(); ++i) {
+    uint8_t* lent = ios_[0]->tx_buffer(i);
+    out_[i].data = lent != nullptr ? lent : tx_mem_.data() + i * dgram_;
+  }
+}
+
 TimePoint Driver::poll(TimePoint now) noexcept {
   if (tx_count_ > 0) flush(now);
   for (size_t k = 0; k < ios_.size(); ++k) {
@@ -101,6 +114,7 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     // Send stamps as close to the datagrams' departure as the loop can
     // read: handling the receive burst may have taken a while.
     if (clock_ != nullptr) now = std::max(now, clock_->now());
+    lend_tx_buffers();
     const size_t n = conn_.poll_send(std::span(out_.data(), out_.size()), now);
     for (size_t i = 0; i < n; ++i) {
       tx_[i] = io::TxDatagram{out_[i].data, out_[i].len, io::Ecn::kEct0};

@@ -46,6 +46,9 @@ class Driver {
  private:
   /// Sends what is pending, each on its path's backend; keeps the unsent.
   void flush(TimePoint now) noexcept;
+  /// Points the send buffers at the backend's lent transmit buffers where it
+  /// lends them (packet_io.h tx_buffer), at the Driver's own memory otherwise.
+  void lend_tx_buffers() noexcept;
 
   Connection& conn_;
   std::vector<io::PacketIo*> ios_;
