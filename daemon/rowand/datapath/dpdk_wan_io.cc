@@ -171,11 +171,12 @@ void DpdkWanIo::build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept {
   store_be16(udp, opts_.port);
   store_be16(udp + 2, opts_.peer_port);
   store_be16(udp + 4, static_cast<uint16_t>(kUdpLen + d.len));
+  // No UDP checksum (zero, RFC 768): every transport datagram carries its
+  // own integrity check, a CRC-32C or the link's AEAD tag, as a RoCEv2
+  // packet carries its ICRC with a zero UDP checksum (and VXLAN, RFC 7348).
+  // A checksum would be a second pass over the payload on both gateways.
   store_be16(udp + 6, 0);
   if (d.data != udp + kUdpLen) std::memcpy(udp + kUdpLen, d.data, d.len);
-  auto ck = static_cast<uint16_t>(~udp4_sum(ip, udp, kUdpLen + d.len));
-  if (ck == 0) ck = 0xFFFF;  // RFC 768: zero means "no checksum"
-  std::memcpy(udp + 6, &ck, 2);
 }
 
 size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept {

@@ -335,6 +335,11 @@ void Worker::open_transport(PeerState& p, TimePoint now) {
   tc.recv_window_bdp = cfg_.wan.recv_window_bdp;
   tc.max_streams = cfg_.wan.max_flows;
   tc.max_pto = PeerHealth::kMaxProbeTimeout;
+  // Under link security the AEAD tag covers every datagram, header included,
+  // and a datagram that fails it never reaches the transport: a CRC-32C in
+  // the tag slot would only be computed and checked again. Both gateways of
+  // a pair are secure or both insecure (a handshake needs both).
+  tc.integrity_check = cfg_.local.insecure;
   // [[peer]] fec and fec_max_overhead; the default is the transport's own.
   static_assert(PeerConfig::kDefaultFecMaxOverhead == fec::PolicyConfig{}.max_overhead);
   tc.fec.mode = p.cfg.fec ? transport::FecMode::kAdaptive : transport::FecMode::kOff;

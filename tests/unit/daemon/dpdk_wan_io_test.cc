@@ -3,7 +3,8 @@
 // test creates, the Linux kernel on the other end. The kernel is the peer that
 // checks our frames: it answers our ARP, ARPs for our address, and its UDP
 // stack (the io_uring UDP backend, UdpUringIo) accepts our datagrams only
-// when the IPv4 and UDP checksums are right. Crafted frames sent from a raw
+// when the IPv4 header checksum is right (ours carry no UDP checksum, which
+// IPv4 allows), and its datagrams, with UDP checksums, must pass our check. Crafted frames sent from a raw
 // AF_PACKET socket on the kernel's end must be dropped under their reasons.
 //
 // Needs root (namespaces, AF_PACKET); skips without it. Polls with a
@@ -229,7 +230,7 @@ TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
 }
 
 // Datagrams written into the port's lent mbufs (tx_buffer) go out framed in
-// place, with checksums the kernel accepts, mixed in one burst with ones
+// place, with headers the kernel accepts, mixed in one burst with ones
 // from the caller's own memory, and every mbuf goes back to the pool.
 TEST_F(DpdkWanIoTest, SendsFromLentBuffersWithoutACopy) {
   DpdkWanIo& wan = this->wan();
