@@ -4,8 +4,8 @@
 // checks our frames: it answers our ARP, ARPs for our address, and its UDP
 // stack (the io_uring UDP backend, UdpUringIo) accepts our datagrams only
 // when the IPv4 header checksum is right (ours carry no UDP checksum, which
-// IPv4 allows), and its datagrams, with UDP checksums, must pass our check. Crafted frames sent from a raw
-// AF_PACKET socket on the kernel's end must be dropped under their reasons.
+// IPv4 allows), and its datagrams, with UDP checksums, must pass our check. Crafted frames sent
+// from a raw AF_PACKET socket on the kernel's end must be dropped under their reasons.
 //
 // Needs root (namespaces, AF_PACKET); skips without it. Polls with a
 // deadline: the kernel runs on its own time, so there is no fake clock here.
