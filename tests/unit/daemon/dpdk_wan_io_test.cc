@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -137,6 +138,46 @@ class DpdkWanIoTest : public ::testing::Test {
     }
     return false;
   }
+  /// Sends probes until the next hop (the kernel) is resolved by ARP: the
+  /// first sends are dropped while ARP goes out, and the kernel's reply
+  /// arrives through recv_burst.
+  bool resolve(DpdkWanIo& wan, io::RxDatagram& rx) {
+    const std::vector<uint8_t> probe(16, 0xAB);
+    return poll_until([&] {
+      const io::TxDatagram d{probe.data(), static_cast<uint32_t>(probe.size())};
+      wan.send_burst({&d, 1}, clock_.now());
+      wan.recv_burst({&rx, 1}, clock_.now());
+      return wan.resolved();
+    });
+  }
+  /// Passes `tx` to send_burst until it has taken all of it.
+  bool send_all(DpdkWanIo& wan, std::span<const io::TxDatagram> tx) {
+    size_t off = 0;
+    return poll_until([&] {
+      off += wan.send_burst(tx.subspan(off), clock_.now());
+      return off == tx.size();
+    });
+  }
+  /// Up to `n` datagrams the kernel's socket receives within 5 s, in order,
+  /// with their ECN codepoints.
+  std::vector<std::pair<std::vector<uint8_t>, io::Ecn>> receive(io::UdpUringIo& kernel,
+                                                                io::RxDatagram& rx, size_t n) {
+    std::vector<std::pair<std::vector<uint8_t>, io::Ecn>> got;
+    poll_until([&] {
+      if (kernel.recv_burst({&rx, 1}, clock_.now()) == 1) {
+        got.emplace_back(std::vector<uint8_t>(rx.data, rx.data + rx.len), rx.ecn);
+      }
+      return got.size() == n;
+    });
+    return got;
+  }
+  /// The kernel's UDP socket at the other end of the veth pair.
+  static io::UdpUringOptions kernel_options() {
+    io::UdpUringOptions ko;
+    ko.bind = io::UdpEndpoint::parse("198.18.99.2:" + std::to_string(kKernelPort));
+    ko.peer = io::UdpEndpoint::parse("198.18.99.1:" + std::to_string(kDpdkPort));
+    return ko;
+  }
   /// One DpdkWanIo per process: closing its port releases the vdev, so the
   /// tests share it and compare counters before and after.
   static DpdkWanIo& wan() {
@@ -150,23 +191,12 @@ TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
   DpdkWanIo& wan = this->wan();
   const DpdkWanStats before = wan.wan_stats();
   const uint64_t rx_before = wan.stats().rx_packets;
-  io::UdpUringOptions ko;
-  ko.bind = io::UdpEndpoint::parse("198.18.99.2:" + std::to_string(kKernelPort));
-  ko.peer = io::UdpEndpoint::parse("198.18.99.1:" + std::to_string(kDpdkPort));
-  io::UdpUringIo kernel(ko);
+  io::UdpUringIo kernel(kernel_options());
   EXPECT_EQ(wan.max_datagram(), 1472U);
 
-  // Resolution: the first sends are dropped while ARP goes out; the kernel's
-  // reply arrives through recv_burst.
   std::array<uint8_t, 1500> rxmem{};
   io::RxDatagram rx{rxmem.data(), static_cast<uint32_t>(rxmem.size())};
-  const std::vector<uint8_t> probe(16, 0xAB);
-  ASSERT_TRUE(poll_until([&] {
-    const io::TxDatagram d{probe.data(), static_cast<uint32_t>(probe.size())};
-    wan.send_burst({&d, 1}, clock_.now());
-    wan.recv_burst({&rx, 1}, clock_.now());
-    return wan.resolved();
-  })) << "the kernel never answered ARP";
+  ASSERT_TRUE(resolve(wan, rx)) << "the kernel never answered ARP";
   EXPECT_GE(wan.wan_stats().arp_requests_sent, 1U);
   EXPECT_GE(wan.wan_stats().arp_learned, 1U);
   EXPECT_GE(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kTxUnresolved)], 1U);
@@ -183,21 +213,13 @@ TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
     tx[i] = {sent[i].data(), static_cast<uint32_t>(sent[i].size()),
              i % 2 == 0 ? io::Ecn::kCe : io::Ecn::kEct0};
   }
-  size_t off = 0;
-  ASSERT_TRUE(poll_until([&] {
-    off += wan.send_burst(std::span(tx).subspan(off), clock_.now());
-    return off == tx.size();
-  }));
-  int got = 0;
-  ASSERT_TRUE(poll_until([&] {
-    if (kernel.recv_burst({&rx, 1}, clock_.now()) == 1) {
-      EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), sent[got]) << "datagram " << got;
-      EXPECT_EQ(rx.ecn, got % 2 == 0 ? io::Ecn::kCe : io::Ecn::kEct0) << "datagram " << got;
-      ++got;
-    }
-    return got == kCount;
-  })) << "the kernel received "
-      << got << " of " << kCount;
+  ASSERT_TRUE(send_all(wan, tx));
+  const auto got = receive(kernel, rx, kCount);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kCount)) << "the kernel received too few";
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(got[i].first, sent[i]) << "datagram " << i;
+    EXPECT_EQ(got[i].second, i % 2 == 0 ? io::Ecn::kCe : io::Ecn::kEct0) << "datagram " << i;
+  }
   // Too large for the link: counted, not sent.
   std::vector<uint8_t> big(1473, 1);
   const io::TxDatagram bd{big.data(), static_cast<uint32_t>(big.size())};
@@ -212,15 +234,15 @@ TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
   std::vector<io::TxDatagram> ktx(kCount);
   for (int i = 0; i < kCount; ++i) ktx[i] = {sent[i].data(), static_cast<uint32_t>(sent[i].size())};
   ASSERT_EQ(kernel.send_burst(ktx, clock_.now()), ktx.size());
-  got = 0;
+  int ours = 0;
   ASSERT_TRUE(poll_until([&] {
     if (wan.recv_burst({&rx, 1}, clock_.now()) == 1) {
-      EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), sent[got]) << "datagram " << got;
-      ++got;
+      EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), sent[ours]) << "datagram " << ours;
+      ++ours;
     }
-    return got == kCount;
+    return ours == kCount;
   })) << "we received "
-      << got << " of " << kCount;
+      << ours << " of " << kCount;
   EXPECT_GE(wan.wan_stats().arp_replies_sent, 1U);
   EXPECT_EQ(wan.wan_stats().drops[static_cast<size_t>(WanDrop::kBadUdpChecksum)],
             before.drops[static_cast<size_t>(WanDrop::kBadUdpChecksum)]);
@@ -234,19 +256,10 @@ TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
 // from the caller's own memory, and every mbuf goes back to the pool.
 TEST_F(DpdkWanIoTest, SendsFromLentBuffersWithoutACopy) {
   DpdkWanIo& wan = this->wan();
-  io::UdpUringOptions ko;
-  ko.bind = io::UdpEndpoint::parse("198.18.99.2:" + std::to_string(kKernelPort));
-  ko.peer = io::UdpEndpoint::parse("198.18.99.1:" + std::to_string(kDpdkPort));
-  io::UdpUringIo kernel(ko);
+  io::UdpUringIo kernel(kernel_options());
   std::array<uint8_t, 1500> rxmem{};
   io::RxDatagram rx{rxmem.data(), static_cast<uint32_t>(rxmem.size())};
-  const std::vector<uint8_t> probe(16, 0xAB);
-  ASSERT_TRUE(poll_until([&] {
-    const io::TxDatagram d{probe.data(), static_cast<uint32_t>(probe.size())};
-    wan.send_burst({&d, 1}, clock_.now());
-    wan.recv_burst({&rx, 1}, clock_.now());
-    return wan.resolved();
-  })) << "the kernel never answered ARP";
+  ASSERT_TRUE(resolve(wan, rx)) << "the kernel never answered ARP";
   poll_until([&] { return kernel.recv_burst({&rx, 1}, clock_.now()) == 0; });
 
   unsigned first_avail = 0;
@@ -268,21 +281,12 @@ TEST_F(DpdkWanIoTest, SendsFromLentBuffersWithoutACopy) {
       }
       tx[i] = {buf, static_cast<uint32_t>(want[i].size())};
     }
-    size_t off = 0;
-    ASSERT_TRUE(poll_until([&] {
-      off += wan.send_burst(std::span(tx).subspan(off), clock_.now());
-      return off == tx.size();
-    }));
-    int got = 0;
-    ASSERT_TRUE(poll_until([&] {
-      if (kernel.recv_burst({&rx, 1}, clock_.now()) == 1) {
-        EXPECT_EQ(std::vector<uint8_t>(rx.data, rx.data + rx.len), want[got])
-            << "round " << round << " datagram " << got;
-        ++got;
-      }
-      return got == kCount;
-    })) << "the kernel received "
-        << got << " of " << kCount;
+    ASSERT_TRUE(send_all(wan, tx));
+    const auto got = receive(kernel, rx, kCount);
+    ASSERT_EQ(got.size(), static_cast<size_t>(kCount)) << "round " << round;
+    for (int i = 0; i < kCount; ++i) {
+      EXPECT_EQ(got[i].first, want[i]) << "round " << round << " datagram " << i;
+    }
     // The sent mbufs went back to the pool through the port, and the slots
     // lend again: no mbuf leaks.
     for (int i = 0; i < 32; ++i) ASSERT_NE(wan.tx_buffer(static_cast<size_t>(i)), nullptr);
