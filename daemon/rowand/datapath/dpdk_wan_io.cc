@@ -111,16 +111,18 @@ uint8_t* DpdkWanIo::tx_buffer(size_t i) noexcept {
   return rte_pktmbuf_mtod(m, uint8_t*) + kHeaders;
 }
 
-rte_mbuf* DpdkWanIo::take_lent(const uint8_t* data) noexcept {
+rte_mbuf* DpdkWanIo::take_lent(const uint8_t* data, int& slot) noexcept {
   for (size_t k = 0; k < lent_.size(); ++k) {
     const size_t j = (lent_hint_ + k) % lent_.size();
     rte_mbuf* m = lent_[j];
     if (m != nullptr && rte_pktmbuf_mtod(m, const uint8_t*) + kHeaders == data) {
       lent_[j] = nullptr;
       lent_hint_ = j + 1;
+      slot = static_cast<int>(j);
       return m;
     }
   }
+  slot = -1;
   return nullptr;
 }
 
@@ -195,7 +197,7 @@ size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now
   while (done < pkts.size()) {
     const auto n = static_cast<uint16_t>(std::min<size_t>(kBurst, pkts.size() - done));
     rte_mbuf* mbufs[kBurst];
-    bool was_lent[kBurst];
+    int lent_slot[kBurst];  // the lent slot each built frame came from, or -1
     uint16_t built = 0;
     uint16_t src[kBurst];  // the input index (within this chunk) of each built frame
     uint16_t stop = n;     // where a dry pool stopped the chunk
@@ -206,8 +208,7 @@ size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now
         continue;
       }
       // A datagram the caller wrote into a lent mbuf is framed where it is.
-      rte_mbuf* m = take_lent(d.data);
-      was_lent[built] = m != nullptr;
+      rte_mbuf* m = take_lent(d.data, lent_slot[built]);
       if (m == nullptr) m = rte_pktmbuf_alloc(port_.pool());
       if (m == nullptr) {  // the pool is dry: the caller keeps the rest
         stop = c;
@@ -229,20 +230,12 @@ size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now
     // Unsent: a lent mbuf is lent again with its datagram (the caller passes
     // it again as it is), any other goes back to the pool.
     for (uint16_t i = sent; i < built; ++i) {
-      rte_mbuf* m = mbufs[i];
-      if (!was_lent[i]) {
-        rte_pktmbuf_free(m);
+      if (lent_slot[i] < 0) {
+        rte_pktmbuf_free(mbufs[i]);
         continue;
       }
-      rte_pktmbuf_reset(m);  // empty again; the payload stays where it was
-      for (rte_mbuf*& slot : lent_) {
-        if (slot == nullptr) {
-          slot = m;
-          m = nullptr;
-          break;
-        }
-      }
-      if (m != nullptr) rte_pktmbuf_free(m);  // cannot happen: it came from a slot
+      rte_pktmbuf_reset(mbufs[i]);  // empty again; the payload stays where it was
+      lent_[static_cast<size_t>(lent_slot[i])] = mbufs[i];
     }
     if (sent < built || stop < n) {
       // A partial tx_burst (queue full) or a dry pool: the caller keeps the rest.

@@ -113,9 +113,9 @@ class DpdkWanIo final : public io::PacketIo {
   /// Writes Ethernet, IPv4 and UDP headers at `eth`, and the payload of
   /// `d` after them unless it is there already (a lent buffer).
   void build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept;
-  /// The lent mbuf whose payload is at `data` (taken back from the lent
-  /// set), or null when `data` is the caller's own memory.
-  rte_mbuf* take_lent(const uint8_t* data) noexcept;
+  /// The lent mbuf whose payload is at `data`, taken back from its slot
+  /// (`slot`), or null (`slot` -1) when `data` is the caller's own memory.
+  rte_mbuf* take_lent(const uint8_t* data, int& slot) noexcept;
   /// Checks an IPv4 frame; returns the UDP payload (and its length) or null.
   const uint8_t* accept_ipv4(const uint8_t* eth, uint32_t len, uint32_t& payload_len,
                              io::Ecn& ecn) noexcept;
