@@ -97,7 +97,7 @@ Connection::Path& Connection::make_path(const PathConfig& pc, const Clock& clock
   // With ELIDED payload a packet's bytes are its frames without stream data,
   // at most one kMinElidedBuffer.
   path.fec = std::make_unique<FecCoder>(
-      cfg_.fec, (cfg_.elide_payload ? kMinElidedBuffer : cfg_.max_datagram) - wire::kOverhead);
+      cfg_.fec, (cfg_.elide_payload ? kMinElidedBuffer : cfg_.max_datagram) - overhead_);
   path.probe_interval = pto_base(path);
   ++up_paths_;
   return path;
@@ -110,9 +110,8 @@ PathId Connection::add_path(const PathConfig& path, const Clock& clock, TimePoin
 Connection::Connection(const TransportConfig& config, const Clock& clock, TimePoint now)
     : cfg_(config),
       bdp_(configured_bdp(config)),
-      mss_payload_(config.max_datagram > wire::kOverhead + 64
-                       ? config.max_datagram - static_cast<uint32_t>(wire::kOverhead)
-                       : 64),
+      overhead_(static_cast<uint32_t>(wire::overhead(config.integrity_check))),
+      mss_payload_(config.max_datagram > overhead_ + 64 ? config.max_datagram - overhead_ : 64),
       send_pool_(
           config.chunk_size,
           pool_chunks(std::max(scaled(bdp_, config.send_buffer_bdp), config.min_buffer), config),
@@ -121,7 +120,7 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
           config.chunk_size,
           pool_chunks(std::max(scaled(bdp_, config.recv_window_bdp), config.min_buffer), config),
           !config.elide_payload) {
-  if (cfg_.max_datagram < wire::kOverhead + 64) cfg_.max_datagram = wire::kOverhead + 64;
+  if (cfg_.max_datagram < overhead_ + 64) cfg_.max_datagram = overhead_ + 64;
   if (cfg_.ack_every == 0) cfg_.ack_every = 1;
   if (cfg_.packet_threshold == 0) cfg_.packet_threshold = 1;
   if (cfg_.paths.size() > kMaxPaths) throw std::invalid_argument("too many paths");
@@ -170,7 +169,8 @@ Connection::Stream* Connection::find_stream(uint64_t id) const noexcept {
 
 Connection::Stream* Connection::open_stream(uint64_t id) noexcept {
   if (Stream* s = find_stream(id)) return s;
-  if (streams_.size() >= cfg_.max_streams) return nullptr;
+  // STREAM frames carry the id as a varint (wire.h).
+  if (streams_.size() >= cfg_.max_streams || id > wire::kMaxVarint) return nullptr;
   auto s = std::make_unique<Stream>();
   s->id = id;
   s->slot = static_cast<uint32_t>(streams_.size());
@@ -523,8 +523,15 @@ void Connection::on_datagram(const uint8_t* data, size_t len, io::Ecn ecn, TimeP
     ++stats_.drop_malformed;
     return;
   }
-  const size_t body = len - wire::kTagSize;
-  if (cfg_.integrity_check && wire::crc32c(data, body) != wire::get_u32(data + body)) {
+  // A CRC is checked wherever one is sent; a connection that needs it (no
+  // AEAD below) takes no datagram without one.
+  const bool crc = (h.flags & wire::kFlagCrc) != 0;
+  if (crc ? len < wire::kMaxOverhead : cfg_.integrity_check) {
+    ++stats_.drop_bad_integrity;
+    return;
+  }
+  const size_t body = crc ? len - wire::kCrcSize : len;
+  if (crc && wire::crc32c(data, body) != wire::get_u32(data + body)) {
     ++stats_.drop_bad_integrity;
     return;
   }

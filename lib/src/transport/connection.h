@@ -543,6 +543,7 @@ class Connection {
   std::vector<std::unique_ptr<Path>> paths_;
   uint32_t up_paths_ = 0;
   Bytes bdp_ = 0;
+  uint32_t overhead_ = 0;     // header and CRC per datagram (wire::overhead)
   uint32_t mss_payload_ = 0;  // frame bytes per datagram
   size_t ring_size_ = 1024;   // initial sent-packet ring per path
 

@@ -39,9 +39,14 @@ void Connection::fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint 
 
 bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
                                     Bytes* payload_bytes) {
-  if (budget <= wire::kStreamFrameOverhead) return false;
-  const uint64_t room =
-      std::min<uint64_t>(budget - wire::kStreamFrameOverhead, wire::kMaxStreamFrameData);
+  // The frame's header grows with its stream id and offset (varints), so
+  // the data that fits is known once the offset is; below the largest
+  // header's room the packet is done, so every frame fits at least a byte.
+  if (budget <= wire::kMaxStreamFrameOverhead) return false;
+  auto room_at = [budget](uint64_t id, uint64_t off) -> uint64_t {
+    return std::min<uint64_t>(budget - wire::stream_frame_overhead(id, off),
+                              wire::kMaxStreamFrameData);
+  };
   // Retransmissions first.
   while (!retx_queue_.empty()) {
     Stream& s = *streams_[retx_queue_.v[retx_queue_.head]];
@@ -63,7 +68,7 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
       }
       uint64_t hi = r.hi;
       if (any) hi = std::min(hi, a.lo);
-      len = std::min(hi - lo, room);
+      len = std::min(hi - lo, room_at(s.id, lo));
       found = true;
       break;
     }
@@ -102,7 +107,8 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
     Stream& s = *streams_[slot];
     const uint64_t limit = std::min(s.write_end, s.peer_max);
     const uint64_t conn_credit = peer_max_data_ - sent_new_total_;
-    const uint64_t len = std::min({limit > s.next_new ? limit - s.next_new : 0, conn_credit, room});
+    const uint64_t len = std::min(
+        {limit > s.next_new ? limit - s.next_new : 0, conn_credit, room_at(s.id, s.next_new)});
     const bool fin = s.fin_written && s.next_new + len == s.write_end && !s.fin_sent;
     if (len == 0 && !fin) {
       s.in_new_queue = false;
@@ -143,8 +149,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   // bytes); the datagram's wire size is still bounded by max_datagram.
   const size_t cap =
       cfg_.elide_payload ? cfg_.max_datagram : std::min<size_t>(out.capacity, cfg_.max_datagram);
-  if (out.capacity <
-      (cfg_.elide_payload ? kMinElidedBuffer : wire::kOverhead + wire::ack_frame_size(1)))
+  if (out.capacity < (cfg_.elide_payload ? kMinElidedBuffer : overhead_ + wire::ack_frame_size(1)))
     return 0;
   if (path.next_pn - path.first_pn >= path.sent_ring.size()) grow_sent_ring(path);
   const uint64_t pn = path.next_pn;
@@ -166,7 +171,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   if (bulk && fec.coding() && !fec.repair_due()) fec.flush();
   const bool coding = !bulk && fec.coding() && !fec.repair_due() && (allow_data || probe) &&
                       !closed_ && path.state == PathState::kUp;
-  const size_t frame_room = cap - wire::kOverhead - (coding ? kFecRepairExtra : 0);
+  const size_t frame_room = cap - overhead_ - (coding ? kFecRepairExtra : 0);
   wire::FrameWriter w(out.data + wire::kHeaderSize, frame_room + (coding ? kFecSourceReserve : 0));
   bool eliciting = false;
   bool retx = false;
@@ -182,11 +187,10 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   // other frames (MAX_DATA, MAX_STREAM_DATA, CLOSE, 4 STREAM headers).
   constexpr size_t kOtherFrames = wire::kMaxDataFrameSize + wire::kMaxStreamDataFrameSize +
                                   wire::kCloseFrameSize +
-                                  kMaxFramesPerPacket * wire::kStreamFrameOverhead;
-  static_assert(kMinElidedBuffer - wire::kOverhead - kOtherFrames >=
+                                  kMaxFramesPerPacket * wire::kMaxStreamFrameOverhead;
+  static_assert(kMinElidedBuffer - wire::kMaxOverhead - kOtherFrames >=
                 wire::ack_frame_size(wire::kMaxAckRanges, 1));
-  const size_t ack_room =
-      cfg_.elide_payload ? out.capacity - wire::kOverhead - kOtherFrames : w.room();
+  const size_t ack_room = cfg_.elide_payload ? out.capacity - overhead_ - kOtherFrames : w.room();
   for (const auto& sp_ptr : paths_) {
     Path& space = *sp_ptr;
     if (!space.ack_unsent || space.ack_return != path.id.index) continue;
@@ -257,7 +261,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
 size_t Connection::build_repair_packet(OutDatagram& out, Path& path, TimePoint now) {
   const size_t cap =
       cfg_.elide_payload ? cfg_.max_datagram : std::min<size_t>(out.capacity, cfg_.max_datagram);
-  const size_t need = wire::kOverhead + path.fec->repair_frame_size();
+  const size_t need = overhead_ + path.fec->repair_frame_size();
   if (need > cap || need > out.capacity) {
     // Source packets leave room for their repair, so only a caller's buffer
     // below max_datagram gets here: the block goes unprotected, and
@@ -270,7 +274,7 @@ size_t Connection::build_repair_packet(OutDatagram& out, Path& path, TimePoint n
   SentPacket& sp = path.sent(pn);
   sp = SentPacket{};
   sp.fec_repair = true;
-  wire::FrameWriter w(out.data + wire::kHeaderSize, cap - wire::kOverhead);
+  wire::FrameWriter w(out.data + wire::kHeaderSize, cap - overhead_);
   const size_t extra = path.fec->write_repair(w, pn, now);
   const size_t len = finish_packet(out, path, sp, w.size(), extra, true, false, false, now);
   ++stats_.fec_repair_sent;
@@ -291,10 +295,7 @@ size_t Connection::finish_packet(OutDatagram& out, Path& path, SentPacket& sp, s
   h.connection_id = cfg_.connection_id;
   h.packet_number = pn;
   wire::write_header(out.data, h);
-  const size_t body = wire::kHeaderSize + frames_len;
-  std::memset(out.data + body, 0, wire::kTagSize);
-  if (cfg_.integrity_check) wire::put_u32(out.data + body, wire::crc32c(out.data, body));
-  out.len = static_cast<uint32_t>(body + wire::kTagSize);
+  out.len = static_cast<uint32_t>(wire::end_datagram(out.data, frames_len, cfg_.integrity_check));
   out.wire_len = static_cast<uint32_t>(out.len + elided);
   out.path = path.id;
 

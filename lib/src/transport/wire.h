@@ -1,6 +1,6 @@
 // The WAN transport's wire format (docs/wan-transport.md is the prose version).
 //
-//   datagram = header (20 bytes) | frames ... | tag (16 bytes)
+//   datagram = header (20 bytes) | frames ... | [CRC-32C (4 bytes)]
 //
 //   header: version u8 | flags u8 | path u8 | reserved u8 (0) |
 //           connection id u64 | packet number u64               (big-endian)
@@ -9,14 +9,19 @@
 //   flags:  bit 7 PROTECTED (reserved; a datagram with it set is dropped)
 //           bit 6 KEY_PHASE (reserved)
 //           bit 5 ELIDED (simulator only: STREAM data bytes left out)
+//           bit 4 CRC: the datagram ends in a CRC-32C of header and frames
 //           bits 0-3 packet type (0 = data)
-//   tag:    PROTECTED clear: CRC-32C of header+frames in bytes 0..3, rest 0
-//           (or all zero when the integrity check is off).
 //
 // Encryption is below the transport: lib/src/crypto's SecureIo wraps each
-// whole datagram in its own AEAD record, so PROTECTED is never set here. An
-// AEAD inside the transport would need no format change (the header as
-// additional data, the path and packet number as nonce material, the tag slot).
+// whole datagram in its own AEAD record, whose tag already authenticates it,
+// so a connection under it sends no CRC (TransportConfig::integrity_check);
+// one on a plain link ends each datagram in the CRC. Version 2 carried a
+// 16-byte tag slot in every datagram, for an AEAD inside the transport that
+// was never built: 16 bytes of every 1500 for nothing.
+//
+// Variable-length integers (STREAM's stream id and offset) are QUIC's
+// (RFC 9000 section 16): the top two bits of the first byte give the length,
+// 1, 2, 4 or 8 bytes, big-endian, values below 2^62.
 //
 // All readers are bounds-checked and return false on anything malformed.
 #pragma once
@@ -27,14 +32,19 @@
 
 namespace rowan::transport::wire {
 
-inline constexpr uint8_t kVersion = 2;  ///< 2: per-path packet-number spaces
+/// 2: per-path packet-number spaces; 3: CRC only when flagged, no tag slot,
+/// STREAM's id and offset as varints.
+inline constexpr uint8_t kVersion = 3;
 inline constexpr size_t kHeaderSize = 20;
-inline constexpr size_t kTagSize = 16;
-inline constexpr size_t kOverhead = kHeaderSize + kTagSize;
+inline constexpr size_t kCrcSize = 4;
+/// Header and trailer of a datagram with (`crc`) or without the CRC.
+constexpr size_t overhead(bool crc) { return kHeaderSize + (crc ? kCrcSize : 0); }
+inline constexpr size_t kMaxOverhead = overhead(true);
 
 inline constexpr uint8_t kFlagProtected = 0x80;
 inline constexpr uint8_t kFlagKeyPhase = 0x40;
 inline constexpr uint8_t kFlagElided = 0x20;
+inline constexpr uint8_t kFlagCrc = 0x10;
 inline constexpr uint8_t kTypeMask = 0x0f;
 inline constexpr uint8_t kTypeData = 0;
 
@@ -53,7 +63,16 @@ enum FrameType : uint8_t {
   kFrameRepair = 0x21,     ///< a repair symbol of a FEC block
 };
 
-inline constexpr size_t kStreamFrameOverhead = 1 + 8 + 8 + 2;
+inline constexpr uint64_t kMaxVarint = (uint64_t{1} << 62) - 1;
+/// Bytes of v as a varint (v <= kMaxVarint).
+constexpr size_t varint_size(uint64_t v) {
+  return v < (1U << 6) ? 1 : v < (1U << 14) ? 2 : v < (uint64_t{1} << 30) ? 4 : 8;
+}
+/// STREAM: type | stream id varint | offset varint | length u16 | data.
+constexpr size_t stream_frame_overhead(uint64_t id, uint64_t offset) {
+  return 1 + varint_size(id) + varint_size(offset) + 2;
+}
+inline constexpr size_t kMaxStreamFrameOverhead = 1 + 8 + 8 + 2;
 inline constexpr size_t kMaxDataFrameSize = 1 + 8;
 inline constexpr size_t kMaxStreamDataFrameSize = 1 + 8 + 8;
 inline constexpr size_t kDataBlockedFrameSize = 1 + 8;
@@ -127,6 +146,25 @@ inline void put_u32(uint8_t* p, uint32_t v) {
 inline void put_u64(uint8_t* p, uint64_t v) {
   for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
 }
+/// Writes v (<= kMaxVarint) as a varint; returns its size.
+inline size_t put_varint(uint8_t* p, uint64_t v) {
+  const size_t n = varint_size(v);
+  const uint8_t prefix = n == 1 ? 0x00 : n == 2 ? 0x40 : n == 4 ? 0x80 : 0xc0;
+  for (size_t i = n; i-- > 0; v >>= 8) p[i] = static_cast<uint8_t>(v);
+  p[0] |= prefix;
+  return n;
+}
+/// Reads a varint from at most `len` bytes; returns its size, 0 when it does
+/// not fit.
+inline size_t get_varint(const uint8_t* p, size_t len, uint64_t* v) {
+  if (len == 0) return 0;
+  const size_t n = size_t{1} << (p[0] >> 6);
+  if (len < n) return 0;
+  uint64_t x = p[0] & 0x3fU;
+  for (size_t i = 1; i < n; ++i) x = (x << 8) | p[i];
+  *v = x;
+  return n;
+}
 inline uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 inline uint32_t get_u32(const uint8_t* p) {
   uint32_t v = 0;
@@ -148,9 +186,9 @@ inline void write_header(uint8_t* p, const Header& h) {
   put_u64(p + 12, h.packet_number);
 }
 
-/// False when `len` cannot hold a header and a tag.
+/// False when `len` cannot hold a header.
 inline bool read_header(const uint8_t* p, size_t len, Header* h) {
-  if (len < kOverhead) return false;
+  if (len < kHeaderSize) return false;
   h->version = p[0];
   h->flags = p[1];
   h->path = p[2];
@@ -161,6 +199,25 @@ inline bool read_header(const uint8_t* p, size_t len, Header* h) {
 
 /// CRC-32C (Castagnoli); hardware instruction when the CPU has SSE4.2.
 uint32_t crc32c(const uint8_t* data, size_t len);
+
+/// Bytes of frames in a datagram of `len` bytes whose header read_header
+/// took: what lies between the header and the CRC, if it has one (0 when it
+/// is too short for it).
+inline size_t frames_length(const uint8_t* p, size_t len) {
+  const size_t trailer = (p[1] & kFlagCrc) != 0 ? kCrcSize : 0;
+  return len >= kHeaderSize + trailer ? len - kHeaderSize - trailer : 0;
+}
+
+/// Ends the datagram at p, whose header and `frames_len` bytes of frames are
+/// written: with `crc`, sets the CRC flag and appends the CRC-32C (p has room
+/// for kCrcSize more). Returns the datagram's length.
+inline size_t end_datagram(uint8_t* p, size_t frames_len, bool crc) {
+  const size_t body = kHeaderSize + frames_len;
+  if (!crc) return body;
+  p[1] |= kFlagCrc;
+  put_u32(p + body, crc32c(p, body));
+  return body + kCrcSize;
+}
 
 /// Appends frames to a packet under construction. Callers check room first.
 class FrameWriter {
@@ -194,12 +251,14 @@ class FrameWriter {
   /// Writes the STREAM frame header; returns where its data goes (the caller
   /// copies `length` bytes there unless the packet is ELIDED, then calls
   /// commit_stream_data with the bytes it actually placed).
+  /// Takes stream_frame_overhead(id, offset) bytes; id and offset <= kMaxVarint.
   uint8_t* stream_header(uint64_t id, uint64_t offset, uint16_t length, bool fin) {
-    p_[pos_] = fin ? kFrameStreamFin : kFrameStream;
-    put_u64(p_ + pos_ + 1, id);
-    put_u64(p_ + pos_ + 9, offset);
-    put_u16(p_ + pos_ + 17, length);
-    pos_ += kStreamFrameOverhead;
+    uint8_t* q = p_ + pos_;
+    q[0] = fin ? kFrameStreamFin : kFrameStream;
+    size_t n = 1 + put_varint(q + 1, id);
+    n += put_varint(q + n, offset);
+    put_u16(q + n, length);
+    pos_ += n + 2;
     return p_ + pos_;
   }
   void commit_stream_data(size_t placed) { pos_ += placed; }
@@ -315,13 +374,18 @@ bool parse_frames(const uint8_t* p, size_t len, bool elided, Visitor& v) {
       }
       case kFrameStream:
       case kFrameStreamFin: {
-        if (len - i < kStreamFrameOverhead) return false;
         StreamFrame s;
         s.fin = type == kFrameStreamFin;
-        s.stream_id = get_u64(p + i + 1);
-        s.offset = get_u64(p + i + 9);
-        s.length = get_u16(p + i + 17);
-        i += kStreamFrameOverhead;
+        size_t at = i + 1;
+        const size_t id_len = get_varint(p + at, len - at, &s.stream_id);
+        if (id_len == 0) return false;
+        at += id_len;
+        const size_t off_len = get_varint(p + at, len - at, &s.offset);
+        if (off_len == 0) return false;
+        at += off_len;
+        if (len - at < 2) return false;
+        s.length = get_u16(p + at);
+        i = at + 2;
         if (s.offset > (uint64_t{1} << 62) - s.length) return false;
         if (!elided) {
           if (len - i < s.length) return false;

@@ -51,7 +51,7 @@ struct TwoPeers {
 
 // A datagram with a transport header for `cid`; byte 20 numbers it.
 std::vector<uint8_t> datagram(uint64_t cid, uint8_t seq) {
-  std::vector<uint8_t> d(transport::wire::kOverhead + 8, 0);
+  std::vector<uint8_t> d(transport::wire::kMaxOverhead + 8, 0);
   transport::wire::Header h;
   h.connection_id = cid;
   h.packet_number = seq;

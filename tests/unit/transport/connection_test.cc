@@ -219,11 +219,48 @@ std::set<uint64_t> streams_in(const uint8_t* d, uint32_t len) {
     bool on_data_blocked(uint64_t) { return true; }
     bool on_close(uint16_t) { return true; }
   } v{out, {}};
-  using transport::wire::kHeaderSize;
-  using transport::wire::kTagSize;
-  if (len >= kHeaderSize + kTagSize)
-    transport::wire::parse_frames(d + kHeaderSize, len - kHeaderSize - kTagSize, false, v);
+  if (len >= transport::wire::kHeaderSize) {
+    transport::wire::parse_frames(d + transport::wire::kHeaderSize,
+                                  transport::wire::frames_length(d, len), false, v);
+  }
   return out;
+}
+
+// Under an AEAD (no CRC) a full datagram is its 20-byte header, a STREAM
+// header of 5 bytes for a small stream near its start, and data; with the
+// CRC, 4 bytes less data.
+TEST(Connection, AFullDatagramCarriesAllButItsHeaders) {
+  for (const bool crc : {false, true}) {
+    FakeClock clock;
+    transport::TransportConfig c = test_config();
+    c.integrity_check = crc;
+    transport::Connection a(c, clock, clock.now());
+    const std::vector<uint8_t> data(4000, 0x5a);
+    ASSERT_EQ(a.write(3, data.data(), data.size(), false, clock.now()), data.size());
+    std::vector<uint8_t> buf(c.max_datagram);
+    transport::OutDatagram od{buf.data(), c.max_datagram, 0, 0, {}};
+    ASSERT_EQ(a.poll_send(std::span(&od, 1), clock.now()), 1U);
+    EXPECT_EQ(od.len, c.max_datagram);
+    struct V {
+      uint32_t bytes = 0;
+      transport::wire::AckFrame scratch;
+      bool on_ping() { return true; }
+      transport::wire::AckFrame& ack_scratch() { return scratch; }
+      bool on_ack(const transport::wire::AckFrame&) { return true; }
+      bool on_stream(const transport::wire::StreamFrame& f) {
+        bytes += f.length;
+        return true;
+      }
+      bool on_max_data(uint64_t) { return true; }
+      bool on_max_stream_data(uint64_t, uint64_t) { return true; }
+      bool on_data_blocked(uint64_t) { return true; }
+      bool on_close(uint16_t) { return true; }
+    } v;
+    ASSERT_TRUE(transport::wire::parse_frames(buf.data() + transport::wire::kHeaderSize,
+                                              transport::wire::frames_length(buf.data(), od.len),
+                                              false, v));
+    EXPECT_EQ(v.bytes, c.max_datagram - 20 - 5 - (crc ? 4 : 0)) << crc;
+  }
 }
 
 TEST(Connection, TailLossIsRepairedByProbeNotRto) {
@@ -248,7 +285,8 @@ TEST(Connection, TailLossIsRepairedByProbeNotRto) {
       bool on_close(uint16_t) { return true; }
     } v;
     static bool dropped = false;
-    transport::wire::parse_frames(d + 20, len - 36, false, v);
+    transport::wire::parse_frames(d + transport::wire::kHeaderSize,
+                                  transport::wire::frames_length(d, len), false, v);
     if (v.fin && !dropped) {
       dropped = true;
       return io::Verdict::kDrop;

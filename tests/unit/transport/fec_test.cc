@@ -117,16 +117,15 @@ TEST(Fec, BulkTransferIsNotCodedButItsTailIs) {
   EXPECT_GT(bulk.b.fec_recovered, 0U);
 }
 
-// A datagram as the connection would send it (CRC in the tag room).
+// A datagram as the connection would send it (ending in its CRC).
 std::vector<uint8_t> datagram(uint64_t pn, const std::vector<uint8_t>& frames) {
-  std::vector<uint8_t> d(transport::wire::kHeaderSize + frames.size() + transport::wire::kTagSize);
+  std::vector<uint8_t> d(transport::wire::kMaxOverhead + frames.size());
   transport::wire::Header h;
   h.connection_id = 0x1234;
   h.packet_number = pn;
   transport::wire::write_header(d.data(), h);
   std::copy(frames.begin(), frames.end(), d.begin() + transport::wire::kHeaderSize);
-  const size_t body = transport::wire::kHeaderSize + frames.size();
-  transport::wire::put_u32(d.data() + body, transport::wire::crc32c(d.data(), body));
+  transport::wire::end_datagram(d.data(), frames.size(), true);
   return d;
 }
 
@@ -196,7 +195,7 @@ TEST(Fec, RebuiltPacketIsAppliedAndAcknowledged) {
   TransportConfig c = test_config();
   transport::Connection b(c, clock, clock.now());
   auto stream = [](uint64_t off, std::vector<uint8_t> data) {
-    std::vector<uint8_t> f(transport::wire::kStreamFrameOverhead + data.size());
+    std::vector<uint8_t> f(transport::wire::stream_frame_overhead(3, off) + data.size());
     transport::wire::FrameWriter w(f.data(), f.size());
     uint8_t* dst = w.stream_header(3, off, static_cast<uint16_t>(data.size()), false);
     std::copy(data.begin(), data.end(), dst);

@@ -63,9 +63,14 @@ struct Pair {
       // b's sends may have made something arrive for a sooner than na.
       TimePoint next = std::min({na, nb, link.a().next_rx_time(), link.b().next_rx_time()});
       if (next > end) {
+        // Nothing more happens before `end`: let on_step take what the
+        // last polls delivered, then run out the clock.
+        if (on_step) on_step();
+        if (done()) return true;
         clock.set(end);
         da.poll(clock.now());
         db.poll(clock.now());
+        if (on_step) on_step();
         return done();
       }
       if (next <= clock.now()) {

@@ -12,8 +12,9 @@ namespace {
 namespace wire = transport::wire;
 
 struct Rx {
+  explicit Rx(const transport::TransportConfig& c = test_config()) : conn{c, clock, clock.now()} {}
   FakeClock clock;
-  transport::Connection conn{test_config(), clock, clock.now()};
+  transport::Connection conn;
   void feed(std::vector<uint8_t> d) {
     conn.on_datagram(d.data(), d.size(), io::Ecn::kNotEct, clock.now());
   }
@@ -22,7 +23,7 @@ struct Rx {
 // A valid datagram around `frames` with a correct CRC.
 std::vector<uint8_t> packet(const std::vector<uint8_t>& frames, uint64_t pn, uint64_t cid = 0x1234,
                             uint8_t version = wire::kVersion, uint8_t flags = 0) {
-  std::vector<uint8_t> d(wire::kHeaderSize + frames.size() + wire::kTagSize, 0);
+  std::vector<uint8_t> d(wire::kMaxOverhead + frames.size(), 0);
   wire::Header h;
   h.version = version;
   h.flags = flags;
@@ -30,13 +31,12 @@ std::vector<uint8_t> packet(const std::vector<uint8_t>& frames, uint64_t pn, uin
   h.packet_number = pn;
   wire::write_header(d.data(), h);
   std::copy(frames.begin(), frames.end(), d.begin() + wire::kHeaderSize);
-  const size_t body = wire::kHeaderSize + frames.size();
-  wire::put_u32(d.data() + body, wire::crc32c(d.data(), body));
+  wire::end_datagram(d.data(), frames.size(), true);
   return d;
 }
 
 std::vector<uint8_t> stream_frame(uint64_t id, uint64_t off, uint16_t len, bool fin = false) {
-  std::vector<uint8_t> f(wire::kStreamFrameOverhead + len, 0xab);
+  std::vector<uint8_t> f(wire::stream_frame_overhead(id, off) + len, 0xab);
   wire::FrameWriter w(f.data(), f.size());
   w.stream_header(id, off, len, fin);
   return f;
@@ -46,7 +46,7 @@ TEST(Malformed, ShortAndGarbageDatagramsAreCounted) {
   Rx rx;
   rx.feed({});
   rx.feed({1, 2, 3});
-  rx.feed(std::vector<uint8_t>(wire::kOverhead - 1, 0));
+  rx.feed(std::vector<uint8_t>(wire::kHeaderSize - 1, 0));
   EXPECT_EQ(rx.conn.stats().drop_malformed, 3U);
 }
 
@@ -65,6 +65,35 @@ TEST(Malformed, BadIntegrityTag) {
   rx.feed(d);
   EXPECT_EQ(rx.conn.stats().drop_bad_integrity, 1U);
   EXPECT_EQ(rx.conn.readable(1), 0U);
+}
+
+TEST(Malformed, AConnectionThatChecksIntegrityTakesNoDatagramWithoutACrc) {
+  Rx rx;  // test_config(): integrity_check on, as on a plain link
+  auto d = packet(stream_frame(1, 0, 100), 0);
+  d[1] &= static_cast<uint8_t>(~wire::kFlagCrc);  // the same bytes, unflagged
+  d.resize(d.size() - wire::kCrcSize);
+  rx.feed(d);
+  EXPECT_EQ(rx.conn.stats().drop_bad_integrity, 1U);
+  EXPECT_EQ(rx.conn.readable(1), 0U);
+}
+
+TEST(Malformed, UnderAnAeadACrcIsStillCheckedWhereOneIsSent) {
+  transport::TransportConfig c = test_config();
+  c.integrity_check = false;  // SecureIo's AEAD below authenticates each datagram
+  Rx rx(c);
+  auto bad = packet(stream_frame(1, 0, 100), 0);
+  bad[30] ^= 0x10;
+  rx.feed(bad);
+  EXPECT_EQ(rx.conn.stats().drop_bad_integrity, 1U);
+  EXPECT_EQ(rx.conn.readable(1), 0U);
+  rx.feed(packet(stream_frame(1, 0, 100), 1));  // with a good CRC
+  EXPECT_EQ(rx.conn.readable(1), 100U);
+  auto plain = packet(stream_frame(1, 100, 50), 2);  // and without one
+  plain[1] &= static_cast<uint8_t>(~wire::kFlagCrc);
+  plain.resize(plain.size() - wire::kCrcSize);
+  rx.feed(plain);
+  EXPECT_EQ(rx.conn.readable(1), 150U);
+  EXPECT_EQ(rx.conn.stats().drop_bad_integrity, 1U);
 }
 
 TEST(Malformed, ProtectedOrElidedWithoutKeysIsDropped) {

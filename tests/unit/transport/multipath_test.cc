@@ -337,13 +337,13 @@ TEST(Multipath, UnknownPathsAreCountedDrops) {
   FakeClock clock;
   const TransportConfig c = multi_config({Duration::from_ms(20), Duration::from_ms(20)}, 0);
   Connection conn(c, clock, clock.now());
-  std::vector<uint8_t> d(wire::kOverhead + 1, 0);
+  std::vector<uint8_t> d(wire::kMaxOverhead + 1, 0);
   wire::Header h;
   h.connection_id = c.connection_id;
   h.path = 7;  // the connection has 2
   wire::write_header(d.data(), h);
   d[wire::kHeaderSize] = wire::kFramePing;
-  wire::put_u32(d.data() + wire::kHeaderSize + 1, wire::crc32c(d.data(), wire::kHeaderSize + 1));
+  wire::end_datagram(d.data(), 1, true);
   conn.on_datagram(d.data(), d.size(), io::Ecn::kNotEct, clock.now());
   EXPECT_EQ(conn.stats().drop_bad_path, 1U);
   conn.on_datagram(d.data(), d.size(), io::Ecn::kNotEct, clock.now(), TimePoint(), PathId{9});
@@ -354,13 +354,12 @@ TEST(Multipath, UnknownPathsAreCountedDrops) {
   a.largest = 0;
   a.range_count = 1;
   a.ranges[0] = {0, 0};
-  std::vector<uint8_t> f(wire::kOverhead + wire::ack_frame_size(1, 5), 0);
+  std::vector<uint8_t> f(wire::kMaxOverhead + wire::ack_frame_size(1, 5), 0);
   h.path = 0;
   wire::write_header(f.data(), h);
   wire::FrameWriter w(f.data() + wire::kHeaderSize, wire::ack_frame_size(1, 5));
   w.ack(a);
-  const size_t body = wire::kHeaderSize + w.size();
-  wire::put_u32(f.data() + body, wire::crc32c(f.data(), body));
+  wire::end_datagram(f.data(), w.size(), true);
   conn.on_datagram(f.data(), f.size(), io::Ecn::kNotEct, clock.now());
   EXPECT_EQ(conn.stats().drop_bad_path, 3U);
   EXPECT_EQ(conn.stats().drop_malformed, 1U);

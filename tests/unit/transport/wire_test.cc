@@ -97,7 +97,7 @@ TEST(Wire, AckOfAnotherPathCarriesItsIndex) {
   buf[1] = 0;
   EXPECT_FALSE(wire::parse_frames(buf.data(), buf.size(), false, v));
   // The header carries the packet's path.
-  uint8_t hdr[wire::kOverhead] = {};
+  uint8_t hdr[wire::kHeaderSize] = {};
   wire::Header h;
   h.path = 3;
   h.packet_number = 5;
@@ -105,7 +105,88 @@ TEST(Wire, AckOfAnotherPathCarriesItsIndex) {
   wire::Header back;
   ASSERT_TRUE(wire::read_header(hdr, sizeof(hdr), &back));
   EXPECT_EQ(back.path, 3);
-  EXPECT_EQ(back.version, 2);
+  EXPECT_EQ(back.version, 3);
+}
+
+// Accepts STREAM frames only, keeping the last.
+struct StreamCatcher : RejectAll {
+  wire::StreamFrame got;
+  bool on_stream(const wire::StreamFrame& f) {
+    got = f;
+    return true;
+  }
+};
+
+TEST(Wire, VarintsTakeOneTwoFourOrEightBytesAndRoundTrip) {
+  const std::pair<uint64_t, size_t> cases[] = {
+      {0, 1},
+      {63, 1},
+      {64, 2},
+      {16383, 2},
+      {16384, 4},
+      {(1U << 30) - 1, 4},
+      {1U << 30, 8},
+      {wire::kMaxVarint, 8},
+      {151288809941952652ULL, 8},  // RFC 9000 A.1's 8-byte example
+  };
+  for (const auto& [v, n] : cases) {
+    uint8_t buf[8] = {};
+    ASSERT_EQ(wire::put_varint(buf, v), n) << v;
+    EXPECT_EQ(wire::varint_size(v), n) << v;
+    uint64_t back = 0;
+    EXPECT_EQ(wire::get_varint(buf, n, &back), n) << v;
+    EXPECT_EQ(back, v);
+    // One byte short of the length its prefix says is no varint.
+    EXPECT_EQ(wire::get_varint(buf, n - 1, &back), 0U) << v;
+  }
+  // RFC 9000 A.1: 0x7bbd is 15293 in two bytes.
+  const uint8_t two[] = {0x7b, 0xbd};
+  uint64_t v = 0;
+  ASSERT_EQ(wire::get_varint(two, 2, &v), 2U);
+  EXPECT_EQ(v, 15293U);
+}
+
+TEST(Wire, StreamFrameHeaderShrinksWithItsIdAndOffset) {
+  // A small stream id near its start costs 1 + 1 + 1 + 2 bytes; the largest
+  // header (8-byte id and offset) is what version 2 always sent.
+  EXPECT_EQ(wire::stream_frame_overhead(3, 0), 5U);
+  EXPECT_EQ(wire::stream_frame_overhead(3, 1 << 20), 8U);
+  EXPECT_EQ(wire::stream_frame_overhead(wire::kMaxVarint, wire::kMaxVarint),
+            wire::kMaxStreamFrameOverhead);
+  const std::pair<uint64_t, uint64_t> cases[] = {
+      {0, 0}, {63, 64}, {700, 1 << 20}, {1 << 20, (uint64_t{1} << 40) + 7}};
+  for (const auto& [id, off] : cases) {
+    const uint8_t data[3] = {7, 8, 9};
+    std::vector<uint8_t> buf(wire::stream_frame_overhead(id, off) + sizeof data);
+    wire::FrameWriter w(buf.data(), buf.size());
+    uint8_t* dst = w.stream_header(id, off, sizeof data, true);
+    std::copy(data, data + sizeof data, dst);
+    w.commit_stream_data(sizeof data);
+    ASSERT_EQ(w.size(), buf.size());
+    StreamCatcher v;
+    ASSERT_TRUE(wire::parse_frames(buf.data(), buf.size(), false, v));
+    EXPECT_EQ(v.got.stream_id, id);
+    EXPECT_EQ(v.got.offset, off);
+    EXPECT_EQ(v.got.length, 3U);
+    EXPECT_TRUE(v.got.fin);
+    EXPECT_EQ(v.got.data[2], 9);
+    // Every truncation, in the varints or the data, is rejected.
+    for (size_t n = 1; n < buf.size(); ++n)
+      EXPECT_FALSE(wire::parse_frames(buf.data(), n, false, v)) << id << " " << n;
+  }
+}
+
+TEST(Wire, ACrcIsAppendedAndFlaggedOnlyWhenAsked) {
+  uint8_t d[wire::kMaxOverhead + 1] = {};
+  wire::write_header(d, wire::Header{});
+  d[wire::kHeaderSize] = wire::kFramePing;
+  EXPECT_EQ(wire::end_datagram(d, 1, false), wire::kHeaderSize + 1);
+  EXPECT_EQ(d[1] & wire::kFlagCrc, 0);
+  EXPECT_EQ(wire::frames_length(d, wire::kHeaderSize + 1), 1U);
+  ASSERT_EQ(wire::end_datagram(d, 1, true), sizeof d);
+  EXPECT_NE(d[1] & wire::kFlagCrc, 0);
+  EXPECT_EQ(wire::get_u32(d + wire::kHeaderSize + 1), wire::crc32c(d, wire::kHeaderSize + 1));
+  EXPECT_EQ(wire::frames_length(d, sizeof d), 1U);
 }
 
 TEST(Wire, Crc32cKnownAnswer) {
