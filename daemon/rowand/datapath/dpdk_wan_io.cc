@@ -94,6 +94,19 @@ DpdkWanIo::~DpdkWanIo() {
   for (rte_mbuf*& m : lent_) {
     if (m != nullptr) rte_pktmbuf_free(m);
   }
+  rx_done();
+}
+
+bool DpdkWanIo::lend_rx(bool on) noexcept {
+  if (!on) rx_done();
+  lend_rx_ = on;
+  return true;
+}
+
+void DpdkWanIo::rx_done() noexcept {
+  if (nheld_ == 0) return;
+  rte_pktmbuf_free_bulk(held_.data(), static_cast<unsigned>(nheld_));
+  nheld_ = 0;
 }
 
 uint8_t* DpdkWanIo::tx_buffer(size_t i) noexcept {
@@ -335,7 +348,10 @@ size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noex
   size_t filled = 0;
   while (filled < bufs.size()) {
     rte_mbuf* pkts[kBurst];
-    const auto want = static_cast<uint16_t>(std::min<size_t>(kBurst, bufs.size() - filled));
+    // A lending caller gets no more than the mbufs it can still hold.
+    const size_t room = lend_rx_ ? kHoldMax - nheld_ : kBurst;
+    const auto want = static_cast<uint16_t>(std::min({size_t{kBurst}, bufs.size() - filled, room}));
+    if (want == 0) break;
     const uint16_t n = port_.rx(pkts, want);
     if (n == 0) break;
     // The burst's arrival time, read as it comes off the queue: the
@@ -375,11 +391,20 @@ size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noex
       const uint8_t* payload = accept_ipv4(eth, len, plen, ecn);
       if (payload != nullptr) {
         io::RxDatagram& b = bufs[filled];
-        if (plen > b.capacity) {
+        if (lend_rx_) {
+          // The payload stays where it arrived: the caller reads (and
+          // SecureIo decrypts in place) from the mbuf until rx_done.
+          b.data = eth + (payload - eth);
+          held_[nheld_++] = m;
+          m = nullptr;
+        } else if (plen > b.capacity) {
           count(WanDrop::kTruncated);
           ++stats_.rx_truncated;
+          payload = nullptr;
         } else {
           std::memcpy(b.data, payload, plen);
+        }
+        if (payload != nullptr) {
           b.len = plen;
           b.ecn = ecn;
           b.rx_time = burst_time;
@@ -388,7 +413,7 @@ size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noex
           stats_.rx_bytes += plen;
         }
       }
-      rte_pktmbuf_free(m);
+      if (m != nullptr) rte_pktmbuf_free(m);
     }
     if (n < want) break;
   }

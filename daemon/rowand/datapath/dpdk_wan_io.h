@@ -13,7 +13,8 @@
 //               ARP is answered in place; every other frame is checked
 //               (MACs, ethertype, IPv4 header and checksum, no fragments, UDP
 //               ports, source, UDP checksum, lengths) and its payload copied
-//               to the caller's buffer, or dropped and counted by reason.
+//               to the caller's buffer, or lent in its mbuf when the caller
+//               asked (lend_rx), or dropped and counted by reason.
 //
 // No allocation, lock or logging per packet. IPv4 only: an IPv6 link needs
 // neighbour discovery on the WAN port, which this backend does not do.
@@ -91,6 +92,10 @@ class DpdkWanIo final : public io::PacketIo {
   /// a datagram written there is framed in place, without a copy.
   uint8_t* tx_buffer(size_t i) noexcept override;
   size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override;
+  /// Lends received mbufs (packet_io.h lend_rx): a datagram's data points
+  /// into its mbuf, held until rx_done.
+  bool lend_rx(bool on) noexcept override;
+  void rx_done() noexcept override;
   uint32_t max_datagram() const noexcept override { return opts_.mtu - kIpLen - kUdpLen; }
   const io::IoStats& stats() const noexcept override { return stats_; }
   const DpdkWanStats& wan_stats() const noexcept { return wan_; }
@@ -137,6 +142,12 @@ class DpdkWanIo final : public io::PacketIo {
   /// where take_lent's search starts (the next in a burst's order).
   std::array<rte_mbuf*, kBurst> lent_{};
   size_t lent_hint_ = 0;
+  /// Received mbufs whose payload was lent (lend_rx), until rx_done: room
+  /// for a caller that reads several bursts before it is done (SecureIo).
+  static constexpr size_t kHoldMax = 8 * kBurst;
+  bool lend_rx_ = false;
+  std::array<rte_mbuf*, kHoldMax> held_{};
+  size_t nheld_ = 0;
   io::IoStats stats_;
   DpdkWanStats wan_;
 };

@@ -259,6 +259,10 @@ size_t SecureIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexc
   size_t filled = 0;
   for (int round = 0; round < 4 && filled < bufs.size(); ++round) {
     const size_t want = std::min<size_t>(bufs.size() - filled, opts_.burst);
+    // A lending inner points rx_ at its own memory: point them back.
+    if (lend_rx_) {
+      for (size_t i = 0; i < want; ++i) rx_[i].data = rx_mem_.data() + i * dgram_;
+    }
     const size_t got = inner_.recv_burst({rx_.data(), want}, now);
     for (size_t i = 0; i < got; ++i) {
       io::RxDatagram& dst = bufs[filled];
@@ -309,7 +313,9 @@ uint32_t SecureIo::on_datagram(uint8_t* data, uint32_t len, io::RxDatagram& dst,
     return 0;
   }
   const uint32_t plen = len - kOverhead;
-  if (plen > dst.capacity) {
+  // Lending, the record is opened where it lies and handed up from there.
+  uint8_t* const out = lend_rx_ ? data + kDataHeaderSize : dst.data;
+  if (!lend_rx_ && plen > dst.capacity) {
     drop(SecureDrop::kOversize);
     return 0;
   }
@@ -330,8 +336,8 @@ uint32_t SecureIo::on_datagram(uint8_t* data, uint32_t len, io::RxDatagram& dst,
       drop(SecureDrop::kStale);
       return 0;
   }
-  if (!s.recv.open(AesGcm::nonce(counter), data, kDataHeaderSize, data + kDataHeaderSize, plen,
-                   dst.data, data + kDataHeaderSize + plen)) {
+  if (!s.recv.open(AesGcm::nonce(counter), data, kDataHeaderSize, data + kDataHeaderSize, plen, out,
+                   data + kDataHeaderSize + plen)) {
     drop(SecureDrop::kBadAuth);
     return 0;
   }
@@ -352,6 +358,7 @@ uint32_t SecureIo::on_datagram(uint8_t* data, uint32_t len, io::RxDatagram& dst,
     return 0;
   }
   ++sstats_.rx_data;
+  dst.data = out;
   return plen;
 }
 

@@ -111,6 +111,13 @@ class SecureIo final : public io::PacketIo {
 
   size_t send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept override;
   size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override;
+  /// Lends when the inner backend lends (packet_io.h lend_rx): each record
+  /// is opened in place in the inner's memory and handed up from there.
+  bool lend_rx(bool on) noexcept override {
+    lend_rx_ = inner_.lend_rx(on) && on;
+    return lend_rx_;
+  }
+  void rx_done() noexcept override { inner_.rx_done(); }
   TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
   uint32_t max_datagram() const noexcept override { return inner_.max_datagram() - kOverhead; }
   const io::IoStats& stats() const noexcept override { return stats_; }
@@ -185,6 +192,7 @@ class SecureIo final : public io::PacketIo {
   std::vector<io::TxDatagram> tx_;
   std::vector<uint32_t> tx_origin_;  ///< caller index of each tx_ entry
   std::vector<io::RxDatagram> rx_;
+  bool lend_rx_ = false;  ///< records are opened in place in the inner's memory
   io::IoStats stats_;
   SecureStats sstats_;
 };

@@ -88,6 +88,22 @@ class PacketIo {
   /// `now`; returns the count. Sets each filled buffer's len and ecn.
   virtual size_t recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept = 0;
 
+  /// Zero-copy receive (optional), asked for by the caller: after
+  /// lend_rx(true) returned true, recv_burst may point a datagram's `data`
+  /// at the backend's own receive memory (a DPDK mbuf, past its headers)
+  /// instead of copying it into the caller's buffer, so the caller points
+  /// `data` back at its buffers before each call. That memory is the
+  /// caller's, writable, until it calls rx_done(), which it does after
+  /// every burst it has handled; until then the backend may receive fewer
+  /// (it holds what it lent). Returns whether the backend lends.
+  virtual bool lend_rx(bool on) noexcept {
+    (void)on;
+    return false;
+  }
+  /// The caller is done with every datagram received since the last call:
+  /// the backend takes back the memory it lent.
+  virtual void rx_done() noexcept {}
+
   /// Earliest time a datagram becomes receivable, for event loops and
   /// simulated time; TimePoint::infinite() when nothing is pending or unknown.
   virtual TimePoint next_rx_time() const noexcept { return TimePoint::infinite(); }

@@ -35,6 +35,9 @@ Driver::Driver(Connection& conn, std::span<io::PacketIo* const> ios, uint32_t bu
     out_[i].data = tx_mem_.data() + static_cast<size_t>(i) * dgram_;
     out_[i].capacity = dgram_;
   }
+  // Every received burst is handled before the next is read, so the
+  // backends may lend their receive memory (rx_done after each burst).
+  for (io::PacketIo* io : ios_) rx_lent_.push_back(io->lend_rx(true));
 }
 
 void Driver::flush(TimePoint now) noexcept {
@@ -87,6 +90,9 @@ TimePoint Driver::poll(TimePoint now) noexcept {
       // Once per burst: datagrams that arrive while earlier bursts are being
       // processed must not carry the time the pass began.
       if (clock_ != nullptr) now = std::max(now, clock_->now());
+      if (rx_lent_[k]) {  // the last burst's datagrams pointed into the backend
+        for (size_t i = 0; i < rx_.size(); ++i) rx_[i].data = rx_mem_.data() + i * dgram_;
+      }
       const size_t n = io.recv_burst(std::span(rx_.data(), rx_.size()), now);
       // A datagram that arrived after the clock read (the thread was preempted
       // before it reaped): move `now` past it, so no event of this pass is
@@ -101,6 +107,7 @@ TimePoint Driver::poll(TimePoint now) noexcept {
       }
       for (size_t i = 0; i < n; ++i)
         conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now, rx_[i].rx_time, path);
+      if (rx_lent_[k]) io.rx_done();
       if (n < rx_.size()) break;
     }
   }

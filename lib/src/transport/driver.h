@@ -2,7 +2,8 @@
 // run timers, send a burst, each datagram on the PacketIo of the path the
 // connection chose. Handles a partial send_burst by keeping the unsent
 // datagrams and retrying them first on the next poll (DPDK l3fwd). All
-// buffers are allocated at construction.
+// buffers are allocated at construction. Backends that lend their memory
+// (packet_io.h tx_buffer, lend_rx) are written into and read from in place.
 //
 // Threading: the thread that owns the connection.
 #pragma once
@@ -52,6 +53,7 @@ class Driver {
 
   Connection& conn_;
   std::vector<io::PacketIo*> ios_;
+  std::vector<bool> rx_lent_;  ///< per backend: it lends received datagrams (lend_rx)
   const Clock* clock_;
   uint32_t dgram_;
   std::vector<uint8_t> rx_mem_, tx_mem_;

@@ -296,6 +296,79 @@ TEST_F(DpdkWanIoTest, SendsFromLentBuffersWithoutACopy) {
   }
 }
 
+// A caller that asked for lending (lend_rx) reads each datagram from its
+// mbuf, not from its own buffer: intact, held until rx_done, and no more
+// held at once than the port can keep (a caller that never calls rx_done
+// stops receiving rather than exhausting the pool).
+TEST_F(DpdkWanIoTest, LendsReceivedDatagramsInTheirMbufsUntilRxDone) {
+  DpdkWanIo& wan = this->wan();
+  io::UdpUringIo kernel(kernel_options());
+  std::array<uint8_t, 1500> rxmem{};
+  io::RxDatagram rx{rxmem.data(), static_cast<uint32_t>(rxmem.size())};
+  ASSERT_TRUE(resolve(wan, rx)) << "the kernel never answered ARP";
+  while (wan.recv_burst({&rx, 1}, clock_.now()) == 1) {
+  }
+  const unsigned idle_avail = rte_mempool_avail_count(wan.port().pool());
+  ASSERT_TRUE(wan.lend_rx(true));
+
+  constexpr int kCount = 48;
+  std::vector<std::vector<uint8_t>> sent(kCount);
+  std::vector<io::TxDatagram> ktx(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    sent[i].resize(1 + (i * 61) % 1472);
+    fill(sent[i], static_cast<uint32_t>(1000 + i));
+    ktx[i] = {sent[i].data(), static_cast<uint32_t>(sent[i].size())};
+  }
+  ASSERT_EQ(kernel.send_burst(ktx, clock_.now()), ktx.size());
+  std::vector<std::array<uint8_t, 1500>> own(16);
+  std::vector<io::RxDatagram> bufs(own.size());
+  int got = 0;
+  ASSERT_TRUE(poll_until([&] {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      bufs[i] = io::RxDatagram{own[i].data(), static_cast<uint32_t>(own[i].size())};
+    }
+    const size_t n = wan.recv_burst(bufs, clock_.now());
+    for (size_t i = 0; i < n; ++i, ++got) {
+      const uint8_t* d = bufs[i].data;
+      EXPECT_FALSE(d >= own.front().data() && d < own.back().data() + own.back().size())
+          << "datagram " << got << " was copied into the caller's buffer";
+      EXPECT_EQ(std::vector<uint8_t>(d, d + bufs[i].len), sent[got]) << "datagram " << got;
+    }
+    // Held, not yet back in the pool, until the caller is done with them.
+    if (n > 0) {
+      EXPECT_LE(rte_mempool_avail_count(wan.port().pool()), idle_avail - n);
+    }
+    wan.rx_done();
+    return got == kCount;
+  })) << "received "
+      << got << " of " << kCount;
+  EXPECT_EQ(rte_mempool_avail_count(wan.port().pool()), idle_avail) << "an mbuf leaked";
+
+  // A caller that never calls rx_done receives no more than the port holds.
+  std::vector<std::vector<uint8_t>> many(300, std::vector<uint8_t>(64, 0x42));
+  std::vector<io::TxDatagram> mtx;
+  for (auto& m : many) mtx.push_back({m.data(), static_cast<uint32_t>(m.size())});
+  for (size_t off = 0; off < mtx.size(); off += 32) {
+    const auto chunk = std::span(mtx).subspan(off, std::min<size_t>(32, mtx.size() - off));
+    ASSERT_EQ(kernel.send_burst(chunk, clock_.now()), chunk.size());
+  }
+  size_t held = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      bufs[i] = io::RxDatagram{own[i].data(), static_cast<uint32_t>(own[i].size())};
+    }
+    held += wan.recv_burst(bufs, clock_.now());
+  }
+  EXPECT_GE(held, 200U) << "the datagrams did not arrive";
+  EXPECT_LE(held, 256U) << "the port held more than it may";
+  wan.rx_done();
+  ASSERT_TRUE(wan.lend_rx(false));
+  while (wan.recv_burst({&rx, 1}, clock_.now()) == 1) {  // what the hold left in the ring
+  }
+  EXPECT_EQ(rte_mempool_avail_count(wan.port().pool()), idle_avail) << "an mbuf leaked";
+}
+
 // Crafted frames from a raw socket on dw1 toward the vdev's MAC.
 class Injector {
  public:

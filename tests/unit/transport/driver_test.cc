@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "tools/rx_lending_io.h"
 
 namespace rowan::test {
 namespace {
@@ -68,7 +69,8 @@ TEST(Driver, OnePassSendsSeveralFullBursts) {
 // most 5 datagrams per send_burst, and scribbles over each lent buffer it
 // has sent before lending it again. The Driver must write every datagram
 // into a lent buffer, pass a refused one again as it is, and never reuse
-// a sent one: the stream arrives intact.
+// a sent one: the stream arrives intact. Over an RxLendingIo it also lends
+// what it receives.
 class LendingIo final : public io::PacketIo {
  public:
   explicit LendingIo(io::PacketIo& inner) : inner_(inner) {
@@ -104,6 +106,8 @@ class LendingIo final : public io::PacketIo {
   size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override {
     return inner_.recv_burst(bufs, now);
   }
+  bool lend_rx(bool on) noexcept override { return inner_.lend_rx(on); }
+  void rx_done() noexcept override { inner_.rx_done(); }
   TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
   uint32_t max_datagram() const noexcept override { return inner_.max_datagram(); }
   const io::IoStats& stats() const noexcept override { return inner_.stats(); }
@@ -125,15 +129,17 @@ class LendingIo final : public io::PacketIo {
   }()};
 };
 
-TEST(Driver, WritesIntoLentBuffersAndPassesARefusedOneAgainAsItIs) {
+TEST(Driver, WritesIntoLentBuffersAndPassesARefusedOneAgainAsItIsAndReadsLentOnesInPlace) {
   FakeClock clock{TimePoint::from_ns(1'000'000)};
   io::LoopbackLink link(2048, 4096, 1);
-  LendingIo lending(link.a());
+  RxLendingIo rx_a(link.a()), rx_b(link.b());  // both ends read in place
+  LendingIo lending(rx_a);
+  LendingIo lending_b(rx_b);
   transport::TransportConfig cfg = test_config(Bytes{200} * 1472);
   transport::Connection a(cfg, clock, clock.now());
   transport::Connection b(cfg, clock, clock.now());
   transport::Driver da(a, lending, 32);
-  transport::Driver db(b, link.b());
+  transport::Driver db(b, lending_b, 32);
   std::vector<uint8_t> data(512 * 1024);
   for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(0, i);
   size_t written = 0;
@@ -154,6 +160,11 @@ TEST(Driver, WritesIntoLentBuffersAndPassesARefusedOneAgainAsItIs) {
   EXPECT_GT(lending.lent_sent, 0U);
   // Only the first 16 of a burst have a lent buffer (the rest: the Driver's own).
   EXPECT_GT(lending.lent_sent, lending.own_sent);
+  // Every datagram b received (and a's ACKs) came in lent memory, each
+  // burst given back by rx_done, and no lent buffer came back as the Driver's.
+  EXPECT_GE(rx_b.lent, data.size() / 1472);
+  EXPECT_GT(rx_a.lent, 0U);
+  EXPECT_EQ(rx_a.stale_buffers + rx_b.stale_buffers, 0U);
 }
 
 }  // namespace
