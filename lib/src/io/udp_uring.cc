@@ -170,6 +170,7 @@ UdpUringIo::UdpUringIo(const UdpUringOptions& opts) : opts_(opts) {
   rx_.resize(opts_.rx_slots);
   tx_.resize(opts_.tx_slots);
   rx_ready_.reserve(opts_.rx_slots);
+  rx_held_.reserve(opts_.rx_slots);
   tx_refused_.reserve(opts_.tx_slots);
   for (Slot& s : tx_) {
     s.msg.msg_iov = &s.iov;
@@ -309,6 +310,20 @@ size_t UdpUringIo::recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcep
   return recv_burst_from(bufs, nullptr, now);
 }
 
+bool UdpUringIo::lend_rx(bool on) noexcept {
+  if (!on) rx_done();
+  lend_rx_ = on;
+  return true;
+}
+
+void UdpUringIo::rx_done() noexcept {
+  if (rx_held_.empty()) return;
+  for (const uint32_t idx : rx_held_) post_recv(idx);
+  rx_held_.clear();
+  io_uring_submit(&ring_);
+  pending_submit_ = 0;
+}
+
 size_t UdpUringIo::recv_burst_from(std::span<RxDatagram> bufs, UdpEndpoint* from,
                                    TimePoint now) noexcept {
   // CLOCK_MONOTONIC minus CLOCK_REALTIME, read once per burst when a
@@ -339,12 +354,20 @@ size_t UdpUringIo::recv_burst_from(std::span<RxDatagram> bufs, UdpEndpoint* from
       }
     }
     RxDatagram& d = bufs[n];
-    if (len > d.capacity || len > opts_.max_datagram) {
+    // Lent datagrams stay in the slot (their train's earlier ones too): it
+    // is posted again at rx_done.
+    const bool lend = lend_rx_;
+    if (last && lend) rx_held_.push_back(idx);
+    if ((!lend && len > d.capacity) || len > opts_.max_datagram) {
       ++stats_.rx_truncated;
-      if (last) post_recv(idx);
+      if (last && !lend) post_recv(idx);
       continue;
     }
-    std::memcpy(d.data, src, len);
+    if (lend) {
+      d.data = static_cast<uint8_t*>(s.iov.iov_base) + (s.off - len);
+    } else {
+      std::memcpy(d.data, src, len);
+    }
     d.len = len;
     if (from != nullptr) {
       from[n].addr = s.addr;
@@ -361,7 +384,7 @@ size_t UdpUringIo::recv_burst_from(std::span<RxDatagram> bufs, UdpEndpoint* from
     }
     ++stats_.rx_packets;
     stats_.rx_bytes += len;
-    if (last) post_recv(idx);
+    if (last && !lend) post_recv(idx);
     ++n;
   }
   if (pending_submit_ > 0) {

@@ -108,6 +108,10 @@ class UdpUringIo final : public PacketIo {
   size_t recv_burst(std::span<RxDatagram> bufs, TimePoint now) noexcept override;
   /// As recv_burst; `from[i]` is who sent `bufs[i]` (`from` holds bufs.size()).
   size_t recv_burst_from(std::span<RxDatagram> bufs, UdpEndpoint* from, TimePoint now) noexcept;
+  /// Lends received datagrams where the kernel wrote them (packet_io.h
+  /// lend_rx): a receive slot is posted again only at rx_done.
+  bool lend_rx(bool on) noexcept override;
+  void rx_done() noexcept override;
   /// As send_burst, to `to` rather than the options' peer.
   size_t send_burst_to(std::span<const TxDatagram> pkts, const UdpEndpoint& to,
                        TimePoint now) noexcept;
@@ -184,7 +188,9 @@ class UdpUringIo final : public PacketIo {
   bool gso_ = false, gro_ = false;
   uint32_t gso_max_bytes_ = kGsoMaxBytes;
   uint32_t pending_submit_ = 0;
-  int polled_fd_ = -1;  ///< the descriptor a posted poll watches (-1: none)
+  bool lend_rx_ = false;
+  std::vector<uint32_t> rx_held_;  ///< consumed slots whose datagrams are lent, until rx_done
+  int polled_fd_ = -1;             ///< the descriptor a posted poll watches (-1: none)
   IoStats stats_;
   UdpStats udp_stats_;
 };

@@ -225,6 +225,72 @@ TEST(UdpUring, GsoSendsARunAsOneAndGroSplitsItBack) {
   EXPECT_EQ(r.a.udp_stats().gso_fallbacks, 0u);
 }
 
+// A caller that asked for lending reads each datagram where the kernel
+// wrote it, GRO trains included, and the slots go back to the kernel only
+// at rx_done: without it the socket stops receiving once every slot is
+// held, and after it what waited in the socket arrives intact.
+TEST(UdpUring, LendsReceivedDatagramsInTheirSlotsUntilRxDone) {
+  UdpUringOptions ob;
+  ob.rx_slots = 4;
+  GsoRun r({}, ob);
+  ASSERT_TRUE(r.b.lend_rx(true));
+  std::vector<uint8_t> own(size_t{64} * 1472);
+  std::vector<RxDatagram> rx(64);
+  auto reset = [&] {
+    for (size_t i = 0; i < rx.size(); ++i) rx[i] = {own.data() + i * 1472, 1472};
+  };
+  auto send = [&](int first, int count, uint32_t size) {
+    std::vector<std::vector<uint8_t>> pl;
+    std::vector<TxDatagram> tx;
+    for (int i = 0; i < count; ++i) pl.emplace_back(size, static_cast<uint8_t>(first + i));
+    for (auto& b : pl) tx.push_back({b.data(), static_cast<uint32_t>(b.size())});
+    ASSERT_EQ(r.a.send_burst(tx, TimePoint()), tx.size());
+  };
+  // Eight sends of distinct sizes (no coalescing): 8 datagrams for 4 slots.
+  for (int i = 0; i < 8; ++i) send(i, 1, 100 + static_cast<uint32_t>(i));
+  std::vector<int> seen;
+  auto take = [&] {
+    reset();
+    const size_t n = r.b.recv_burst(rx, TimePoint());
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(rx[i].data < own.data() || rx[i].data >= own.data() + own.size())
+          << "copied into the caller's buffer";
+      const int tag = rx[i].data[0];
+      EXPECT_EQ(rx[i].len, 100U + static_cast<uint32_t>(tag));
+      EXPECT_EQ(std::count(rx[i].data, rx[i].data + rx[i].len, rx[i].data[0]),
+                static_cast<std::ptrdiff_t>(rx[i].len));
+      seen.push_back(tag);
+    }
+    if (n == 0) r.b.wait(Duration::from_ms(1));
+  };
+  // Without rx_done: the 4 slots' datagrams, and no more however long it waits.
+  for (int spin = 0; spin < 50; ++spin) take();
+  EXPECT_EQ(seen.size(), 4U) << "slots went back to the kernel before rx_done";
+  for (int spin = 0; spin < 200 && seen.size() < 8; ++spin) {
+    r.b.rx_done();
+    take();
+  }
+  r.b.rx_done();
+  ASSERT_EQ(seen.size(), 8U);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], i);
+  // A GRO train: every datagram read in place from the one slot.
+  send(50, 20, 1000);
+  size_t got = 0;
+  for (int spin = 0; spin < 200 && got < 20; ++spin) {
+    reset();
+    const size_t n = r.b.recv_burst(rx, TimePoint());
+    for (size_t i = 0; i < n; ++i, ++got) {
+      EXPECT_EQ(rx[i].len, 1000U);
+      EXPECT_EQ(rx[i].data[0], 50 + got);
+      EXPECT_EQ(rx[i].data[999], 50 + got);
+    }
+    r.b.rx_done();
+    if (n == 0) r.b.wait(Duration::from_ms(1));
+  }
+  EXPECT_EQ(got, 20U);
+  EXPECT_GE(r.b.udp_stats().rx_gro_trains, 1U);
+}
+
 TEST(UdpUring, OneDatagramGoesAlone) {
   GsoRun r;
   r.carry({1000});
