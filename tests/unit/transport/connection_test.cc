@@ -201,28 +201,37 @@ TEST(Connection, CappedProbeTimeoutResumesRightAfterALongOutage) {
   EXPECT_LT(rtos_uncapped, rtos_capped);
 }
 
-// Which stream ids a datagram from a to b carries data for.
-std::set<uint64_t> streams_in(const uint8_t* d, uint32_t len) {
-  std::set<uint64_t> out;
+// Passes every STREAM frame of a datagram to `on` (the other frames are
+// accepted and skipped).
+template <typename F>
+void for_each_stream_frame(const uint8_t* d, uint32_t len, F on) {
   struct V {
-    std::set<uint64_t>& out;
+    F& on;
     transport::wire::AckFrame scratch;
     bool on_ping() { return true; }
     transport::wire::AckFrame& ack_scratch() { return scratch; }
     bool on_ack(const transport::wire::AckFrame&) { return true; }
     bool on_stream(const transport::wire::StreamFrame& f) {
-      if (f.length > 0) out.insert(f.stream_id);
+      on(f);
       return true;
     }
     bool on_max_data(uint64_t) { return true; }
     bool on_max_stream_data(uint64_t, uint64_t) { return true; }
     bool on_data_blocked(uint64_t) { return true; }
     bool on_close(uint16_t) { return true; }
-  } v{out, {}};
+  } v{on, {}};
   if (len >= transport::wire::kHeaderSize) {
     transport::wire::parse_frames(d + transport::wire::kHeaderSize,
                                   transport::wire::frames_length(d, len), false, v);
   }
+}
+
+// Which stream ids a datagram from a to b carries data for.
+std::set<uint64_t> streams_in(const uint8_t* d, uint32_t len) {
+  std::set<uint64_t> out;
+  for_each_stream_frame(d, len, [&](const transport::wire::StreamFrame& f) {
+    if (f.length > 0) out.insert(f.stream_id);
+  });
   return out;
 }
 
@@ -241,25 +250,10 @@ TEST(Connection, AFullDatagramCarriesAllButItsHeaders) {
     transport::OutDatagram od{buf.data(), c.max_datagram, 0, 0, {}};
     ASSERT_EQ(a.poll_send(std::span(&od, 1), clock.now()), 1U);
     EXPECT_EQ(od.len, c.max_datagram);
-    struct V {
-      uint32_t bytes = 0;
-      transport::wire::AckFrame scratch;
-      bool on_ping() { return true; }
-      transport::wire::AckFrame& ack_scratch() { return scratch; }
-      bool on_ack(const transport::wire::AckFrame&) { return true; }
-      bool on_stream(const transport::wire::StreamFrame& f) {
-        bytes += f.length;
-        return true;
-      }
-      bool on_max_data(uint64_t) { return true; }
-      bool on_max_stream_data(uint64_t, uint64_t) { return true; }
-      bool on_data_blocked(uint64_t) { return true; }
-      bool on_close(uint16_t) { return true; }
-    } v;
-    ASSERT_TRUE(transport::wire::parse_frames(buf.data() + transport::wire::kHeaderSize,
-                                              transport::wire::frames_length(buf.data(), od.len),
-                                              false, v));
-    EXPECT_EQ(v.bytes, c.max_datagram - 20 - 5 - (crc ? 4 : 0)) << crc;
+    uint32_t bytes = 0;
+    for_each_stream_frame(buf.data(), od.len,
+                          [&](const transport::wire::StreamFrame& f) { bytes += f.length; });
+    EXPECT_EQ(bytes, c.max_datagram - 20 - 5 - (crc ? 4 : 0)) << crc;
   }
 }
 
@@ -269,25 +263,11 @@ TEST(Connection, TailLossIsRepairedByProbeNotRto) {
   // trigger ACK-based loss detection, only the probe timeout.
   constexpr uint64_t kTotal = uint64_t{20} * 1400;
   p.link.set_filter(0, [](const uint8_t* d, uint32_t len, uint64_t) {
-    struct V {
-      bool fin = false;
-      transport::wire::AckFrame scratch;
-      bool on_ping() { return true; }
-      transport::wire::AckFrame& ack_scratch() { return scratch; }
-      bool on_ack(const transport::wire::AckFrame&) { return true; }
-      bool on_stream(const transport::wire::StreamFrame& f) {
-        fin = fin || f.fin;
-        return true;
-      }
-      bool on_max_data(uint64_t) { return true; }
-      bool on_max_stream_data(uint64_t, uint64_t) { return true; }
-      bool on_data_blocked(uint64_t) { return true; }
-      bool on_close(uint16_t) { return true; }
-    } v;
+    bool fin = false;
+    for_each_stream_frame(d, len,
+                          [&](const transport::wire::StreamFrame& f) { fin = fin || f.fin; });
     static bool dropped = false;
-    transport::wire::parse_frames(d + transport::wire::kHeaderSize,
-                                  transport::wire::frames_length(d, len), false, v);
-    if (v.fin && !dropped) {
+    if (fin && !dropped) {
       dropped = true;
       return io::Verdict::kDrop;
     }
