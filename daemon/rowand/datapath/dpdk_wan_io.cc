@@ -391,20 +391,20 @@ size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noex
       const uint8_t* payload = accept_ipv4(eth, len, plen, ecn);
       if (payload != nullptr) {
         io::RxDatagram& b = bufs[filled];
-        if (lend_rx_) {
-          // The payload stays where it arrived: the caller reads (and
-          // SecureIo decrypts in place) from the mbuf until rx_done.
-          b.data = eth + (payload - eth);
-          held_[nheld_++] = m;
-          m = nullptr;
-        } else if (plen > b.capacity) {
+        if (!lend_rx_ && plen > b.capacity) {
           count(WanDrop::kTruncated);
           ++stats_.rx_truncated;
-          payload = nullptr;
         } else {
-          std::memcpy(b.data, payload, plen);
-        }
-        if (payload != nullptr) {
+          if (lend_rx_) {
+            // The payload stays where it arrived, in the mbuf's own
+            // (writable) memory: the caller reads it there, and SecureIo
+            // decrypts it in place, until rx_done.
+            b.data = const_cast<uint8_t*>(payload);
+            held_[nheld_++] = m;
+            m = nullptr;
+          } else {
+            std::memcpy(b.data, payload, plen);
+          }
           b.len = plen;
           b.ecn = ecn;
           b.rx_time = burst_time;

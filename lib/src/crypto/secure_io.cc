@@ -259,10 +259,6 @@ size_t SecureIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexc
   size_t filled = 0;
   for (int round = 0; round < 4 && filled < bufs.size(); ++round) {
     const size_t want = std::min<size_t>(bufs.size() - filled, opts_.burst);
-    // A lending inner points rx_ at its own memory: point them back.
-    if (lend_rx_) {
-      for (size_t i = 0; i < want; ++i) rx_[i].data = rx_mem_.data() + i * dgram_;
-    }
     const size_t got = inner_.recv_burst({rx_.data(), want}, now);
     for (size_t i = 0; i < got; ++i) {
       io::RxDatagram& dst = bufs[filled];
@@ -275,6 +271,10 @@ size_t SecureIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexc
         stats_.rx_bytes += len;
         ++filled;
       }
+    }
+    // A lending inner pointed these at its own memory: point them back.
+    if (lend_rx_) {
+      for (size_t i = 0; i < got; ++i) rx_[i].data = rx_mem_.data() + i * dgram_;
     }
     if (got < want) break;
   }

@@ -90,9 +90,6 @@ TimePoint Driver::poll(TimePoint now) noexcept {
       // Once per burst: datagrams that arrive while earlier bursts are being
       // processed must not carry the time the pass began.
       if (clock_ != nullptr) now = std::max(now, clock_->now());
-      if (rx_lent_[k]) {  // the last burst's datagrams pointed into the backend
-        for (size_t i = 0; i < rx_.size(); ++i) rx_[i].data = rx_mem_.data() + i * dgram_;
-      }
       const size_t n = io.recv_burst(std::span(rx_.data(), rx_.size()), now);
       // A datagram that arrived after the clock read (the thread was preempted
       // before it reaped): move `now` past it, so no event of this pass is
@@ -107,7 +104,11 @@ TimePoint Driver::poll(TimePoint now) noexcept {
       }
       for (size_t i = 0; i < n; ++i)
         conn_.on_datagram(rx_[i].data, rx_[i].len, rx_[i].ecn, now, rx_[i].rx_time, path);
-      if (rx_lent_[k]) io.rx_done();
+      if (rx_lent_[k]) {
+        // Give the burst back, and point the buffers it lent back at ours.
+        io.rx_done();
+        for (size_t i = 0; i < n; ++i) rx_[i].data = rx_mem_.data() + i * dgram_;
+      }
       if (n < rx_.size()) break;
     }
   }
