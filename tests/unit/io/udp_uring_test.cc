@@ -24,24 +24,49 @@
 namespace rowan::io {
 namespace {
 
-// Picks a free loopback port by binding port 0 and closing.
-uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+// Picks n distinct free loopback ports: binds n sockets to port 0 at once,
+// so the kernel cannot hand out one port twice, then closes them all. Ports
+// picked one at a time, each socket closed before the next bind, may repeat,
+// and the second of two sockets bound to a repeated port fails with
+// EADDRINUSE.
+std::vector<uint16_t> free_ports(size_t n, int family = AF_INET) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    if (family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      a->sin6_family = AF_INET6;
+      a->sin6_addr = in6addr_loopback;
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      len = sizeof *a;
+    }
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&ss), len), 0);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len), 0);
+    ports.push_back(ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port));
+    fds.push_back(fd);
+  }
+  for (const int fd : fds) close(fd);
+  return ports;
 }
 
+UdpEndpoint loopback(uint16_t port) {
+  return UdpEndpoint::parse("127.0.0.1:" + std::to_string(port));
+}
+
+// Two endpoints, and a third for a test that needs one more.
 struct Pair {
-  uint16_t pa = free_port();
-  uint16_t pb = free_port();
-  UdpEndpoint a = UdpEndpoint::parse("127.0.0.1:" + std::to_string(pa));
-  UdpEndpoint b = UdpEndpoint::parse("127.0.0.1:" + std::to_string(pb));
+  std::vector<uint16_t> ports = free_ports(3);
+  UdpEndpoint a = loopback(ports[0]);
+  UdpEndpoint b = loopback(ports[1]);
+  UdpEndpoint c = loopback(ports[2]);
 };
 
 // A transport connection's settings for a run over loopback.
@@ -139,9 +164,7 @@ TEST(UdpUring, ReceivesMoreDatagramsThanPostedReceives) {
 TEST(UdpUring, DropsDatagramsFromStrangers) {
   Pair p;
   UdpUringIo b({p.b, p.a, 1472, 16, 16});
-  const uint16_t other = free_port();
-  UdpUringIo stranger(
-      {UdpEndpoint::parse("127.0.0.1:" + std::to_string(other)), p.b, 1472, 16, 16});
+  UdpUringIo stranger({p.c, p.b, 1472, 16, 16});
   uint8_t x[10] = {};
   TxDatagram d{x, sizeof x, Ecn::kEct0};
   ASSERT_EQ(stranger.send_burst({&d, 1}, TimePoint()), 1u);
@@ -369,8 +392,9 @@ TEST(UdpUring, GsoRefusalFallsBackWithoutLoss) {
 TEST(UdpUring, GsoOverIpv6) {
   UdpUringOptions o;
   o.tx_slots = 128;
-  const std::string pa = std::to_string(free_port());
-  const std::string pb = std::to_string(free_port());
+  const std::vector<uint16_t> ports = free_ports(2, AF_INET6);
+  const std::string pa = std::to_string(ports[0]);
+  const std::string pb = std::to_string(ports[1]);
   UdpUringOptions oa = o;
   oa.bind = UdpEndpoint::parse("[::1]:" + pa);
   oa.peer = UdpEndpoint::parse("[::1]:" + pb);
@@ -401,7 +425,7 @@ TEST(UdpUring, RunsNeverCrossDestinations) {
   UdpUringOptions oa;
   oa.bind = p.a;  // unconnected
   UdpUringIo a(oa);
-  const UdpEndpoint c = UdpEndpoint::parse("127.0.0.1:" + std::to_string(free_port()));
+  const UdpEndpoint c = p.c;
   UdpUringIo b({p.b, p.a});
   UdpUringIo cc({c, p.a});
   std::vector<uint8_t> for_b(800, 'b'), for_c(800, 'c');
