@@ -124,12 +124,21 @@ TEST(MultipathChannel, TwoPathsBothCarryCheckedBytes) {
   }
   rowan_channel_path_stats none{};
   EXPECT_EQ(rowan_channel_path_stats_get(ch, 2, &none), ROWAN_ERR_NOT_FOUND);
-  // Each path carried a real share of the data, and heard its ACKs back on
-  // its own addresses (a reply from another address would be dropped).
+  // Each path carried data and heard its ACKs back on its own addresses (a
+  // reply from another address would be dropped). On loopback both paths
+  // are far faster than the CPU (the controllers measure tens of Gbit/s),
+  // so after start-up the scheduler sends on whichever path's smoothed RTT
+  // reads lower, and the split follows scheduling noise: on a loaded
+  // machine either path has carried as little as 3 % of the bytes. What is
+  // certain is the start: 12 MB are waiting, so when the first path's
+  // initial window (10 datagrams) is full the second takes its own. The
+  // split by rate over paced links is checked in
+  // tests/unit/transport/multipath_test.cc (StripingAddsThePathsRates).
+  constexpr uint64_t kInitialWindow = 10 * 1472;
   EXPECT_GE(wire, kMessages * kMessage);
   for (size_t i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
-    EXPECT_GT(ps[i].wire_bytes_sent, wire / 20);
+    EXPECT_GE(ps[i].wire_bytes_sent, kInitialWindow);
     EXPECT_GT(ps[i].wire_bytes_acked, 0u);
     EXPECT_GT(ps[i].packets_received, 0u);
     EXPECT_GT(ps[i].srtt_s, 0.0);
