@@ -50,6 +50,7 @@ SecureIo::SecureIo(io::PacketIo& inner, const SecureIoOptions& opts, TimePoint n
   rx_mem_.resize(static_cast<size_t>(opts_.burst) * dgram_);
   tx_.resize(opts_.burst);
   tx_origin_.resize(opts_.burst);
+  tx_in_place_.resize(opts_.burst);
   rx_.resize(opts_.burst);
   for (uint32_t i = 0; i < opts_.burst; ++i) {
     rx_[i].data = rx_mem_.data() + static_cast<size_t>(i) * dgram_;
@@ -201,6 +202,15 @@ bool SecureIo::seal_into(Session& s, const uint8_t* payload, uint32_t len, uint8
   return true;
 }
 
+void SecureIo::unseal_in_place(Session& s, uint8_t* record, uint32_t len) noexcept {
+  // CTR mode: decrypting with the key that sealed restores the plaintext.
+  const uint64_t counter = load_be64(record + 8);
+  if (!s.send.open(AesGcm::nonce(counter), record, kDataHeaderSize, record + kDataHeaderSize, len,
+                   record + kDataHeaderSize, record + kDataHeaderSize + len)) {
+    ++sstats_.tx_crypto_errors;  // cannot happen with the key that just sealed it
+  }
+}
+
 void SecureIo::send_keepalive(TimePoint now) noexcept {
   if (!usable(current_, now)) return;
   uint8_t msg[kOverhead];
@@ -228,12 +238,19 @@ size_t SecureIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now)
       continue;
     }
     // Sealed straight into the backend's transmit buffer when it lends one
-    // (packet_io.h): the AEAD's output is the only copy of the payload.
+    // (packet_io.h): the AEAD's output is the only copy of the payload. A
+    // datagram the caller wrote into the buffer this lent it (tx_buffer) is
+    // sealed where it lies. Otherwise its source is the caller's memory, or
+    // a lent buffer of a later index (an earlier datagram was skipped, or
+    // this is a retry), whose contents the caller has handed over already.
     uint8_t* out = inner_.tx_buffer(m);
     if (out == nullptr) out = tx_mem_.data() + m * dgram_;
     if (!seal_into(*s, p.data, p.len, out)) continue;
     tx_[m] = io::TxDatagram{out, p.len + kOverhead, p.ecn};
     tx_origin_[m] = static_cast<uint32_t>(i);
+    const bool in_place = p.data == out + kDataHeaderSize;
+    tx_in_place_[m] = in_place ? out : nullptr;
+    sstats_.tx_sealed_in_place += in_place ? 1 : 0;
     ++m;
   }
   size_t accepted = n;
@@ -242,6 +259,12 @@ size_t SecureIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now)
     if (sent < m) {
       accepted = tx_origin_[sent];
       stats_.tx_full += m - sent;
+      // The caller passes the refused ones again as they are: give back the
+      // plaintext of those sealed where they lie (each is sealed afresh,
+      // with a new counter, when it goes).
+      for (size_t j = sent; j < m; ++j) {
+        if (tx_in_place_[j] != nullptr) unseal_in_place(*s, tx_in_place_[j], tx_[j].len - kOverhead);
+      }
     }
     sstats_.tx_data += sent;
     last_tx_ = now;

@@ -83,6 +83,7 @@ struct SecureStats {
   uint64_t rx_keepalives = 0;
   uint64_t tx_keepalives = 0;
   uint64_t tx_data = 0;
+  uint64_t tx_sealed_in_place = 0;  ///< sealed where the caller wrote them (tx_buffer)
   uint64_t tx_no_session = 0;  ///< datagrams the transport sent before any session (dropped)
   uint64_t tx_oversize = 0;
   uint64_t tx_crypto_errors = 0;
@@ -118,6 +119,14 @@ class SecureIo final : public io::PacketIo {
     return lend_rx_;
   }
   void rx_done() noexcept override { inner_.rx_done(); }
+  /// Lends when the inner backend lends (packet_io.h tx_buffer): its buffer
+  /// past the record header, so that the caller writes the plaintext where
+  /// it is sealed in place and sent from. One the inner refuses gets its
+  /// plaintext back (unsealed) before send_burst returns.
+  uint8_t* tx_buffer(size_t i) noexcept override {
+    uint8_t* b = inner_.tx_buffer(i);
+    return b != nullptr ? b + kDataHeaderSize : nullptr;
+  }
   TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
   uint32_t max_datagram() const noexcept override { return inner_.max_datagram() - kOverhead; }
   const io::IoStats& stats() const noexcept override { return stats_; }
@@ -163,6 +172,8 @@ class SecureIo final : public io::PacketIo {
   void send_raw(const uint8_t* data, uint32_t len, TimePoint now) noexcept;
   void send_keepalive(TimePoint now) noexcept;
   bool seal_into(Session& s, const uint8_t* payload, uint32_t len, uint8_t* out) noexcept;
+  /// Decrypts a record sealed in place back into its plaintext.
+  void unseal_in_place(Session& s, uint8_t* record, uint32_t len) noexcept;
   /// Handles one received datagram; returns the plaintext length delivered
   /// into `dst` (0 when consumed or dropped).
   uint32_t on_datagram(uint8_t* data, uint32_t len, io::RxDatagram& dst, TimePoint now) noexcept;
@@ -191,6 +202,7 @@ class SecureIo final : public io::PacketIo {
   std::vector<uint8_t> tx_mem_, rx_mem_;
   std::vector<io::TxDatagram> tx_;
   std::vector<uint32_t> tx_origin_;  ///< caller index of each tx_ entry
+  std::vector<uint8_t*> tx_in_place_;  ///< tx_ entry's record when sealed where the caller wrote it
   std::vector<io::RxDatagram> rx_;
   bool lend_rx_ = false;  ///< records are opened in place in the inner's memory
   io::IoStats stats_;

@@ -7,6 +7,7 @@
 
 #include "harness.h"
 #include "tools/rx_lending_io.h"
+#include "tools/tx_lending_io.h"
 
 namespace rowan::test {
 namespace {
@@ -65,76 +66,12 @@ TEST(Driver, OnePassSendsSeveralFullBursts) {
   EXPECT_LE(sent, 32U * transport::Driver::kMaxSendBursts);
 }
 
-// A backend that lends its transmit buffers (packet_io.h tx_buffer), takes at
-// most 5 datagrams per send_burst, and scribbles over each lent buffer it
-// has sent before lending it again. The Driver must write every datagram
-// into a lent buffer, pass a refused one again as it is, and never reuse
-// a sent one: the stream arrives intact. Over an RxLendingIo it also lends
-// what it receives.
-class LendingIo final : public io::PacketIo {
- public:
-  explicit LendingIo(io::PacketIo& inner) : inner_(inner) {
-    for (size_t b = 0; b < mem_.size(); ++b) free_.push_back(b);
-  }
-  uint8_t* tx_buffer(size_t i) noexcept override {
-    if (i >= slot_.size()) return nullptr;
-    if (slot_[i] < 0) {
-      if (free_.empty()) return nullptr;
-      slot_[i] = static_cast<int>(free_.back());
-      free_.pop_back();
-    }
-    return mem_[static_cast<size_t>(slot_[i])].data();
-  }
-  size_t send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept override {
-    const size_t n = inner_.send_burst(pkts.first(std::min<size_t>(pkts.size(), 5)), now);
-    for (size_t k = 0; k < n; ++k) {
-      bool found = false;
-      for (int& s : slot_) {
-        if (s >= 0 && mem_[static_cast<size_t>(s)].data() == pkts[k].data) {
-          std::fill(mem_[static_cast<size_t>(s)].begin(), mem_[static_cast<size_t>(s)].end(), 0xEE);
-          free_.insert(free_.begin(), static_cast<size_t>(s));  // reused last
-          s = -1;
-          found = true;
-          break;
-        }
-      }
-      (found ? lent_sent : own_sent) += 1;
-    }
-    refused += pkts.size() - n;
-    return n;
-  }
-  size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override {
-    return inner_.recv_burst(bufs, now);
-  }
-  bool lend_rx(bool on) noexcept override { return inner_.lend_rx(on); }
-  void rx_done() noexcept override { inner_.rx_done(); }
-  TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
-  uint32_t max_datagram() const noexcept override { return inner_.max_datagram(); }
-  const io::IoStats& stats() const noexcept override { return inner_.stats(); }
-
-  uint64_t lent_sent = 0, own_sent = 0, refused = 0;
-
- private:
-  io::PacketIo& inner_;
-  std::array<std::vector<uint8_t>, 48> mem_{[] {
-    std::array<std::vector<uint8_t>, 48> m;
-    for (auto& b : m) b.assign(2048, 0);
-    return m;
-  }()};
-  std::vector<size_t> free_;
-  std::array<int, 16> slot_{[] {
-    std::array<int, 16> s;
-    s.fill(-1);
-    return s;
-  }()};
-};
-
 TEST(Driver, WritesIntoLentBuffersAndPassesARefusedOneAgainAsItIsAndReadsLentOnesInPlace) {
   FakeClock clock{TimePoint::from_ns(1'000'000)};
   io::LoopbackLink link(2048, 4096, 1);
   RxLendingIo rx_a(link.a()), rx_b(link.b());  // both ends read in place
-  LendingIo lending(rx_a);
-  LendingIo lending_b(rx_b);
+  TxLendingIo lending(rx_a);
+  TxLendingIo lending_b(rx_b);
   transport::TransportConfig cfg = test_config(Bytes{200} * 1472);
   transport::Connection a(cfg, clock, clock.now());
   transport::Connection b(cfg, clock, clock.now());
