@@ -138,6 +138,7 @@ Connection::Connection(const TransportConfig& config, const Clock& clock, TimePo
   max_data_advertised_ = recv_window_;
 
   streams_.reserve(cfg_.max_streams);
+  stream_direct_.assign(cfg_.max_streams, 0);
   stream_index_.reserve(size_t{cfg_.max_streams} * 2);
   msd_pending_.reserve(cfg_.max_streams);
   new_queue_.v.resize(next_pow2(cfg_.max_streams));
@@ -163,6 +164,10 @@ Connection::~Connection() = default;
 // Streams
 
 Connection::Stream* Connection::find_stream(uint64_t id) const noexcept {
+  if (id < stream_direct_.size()) {
+    const uint32_t v = stream_direct_[id];
+    return v == 0 ? nullptr : streams_[v - 1].get();
+  }
   auto it = stream_index_.find(id);
   return it == stream_index_.end() ? nullptr : streams_[it->second].get();
 }
@@ -180,7 +185,11 @@ Connection::Stream* Connection::open_stream(uint64_t id) noexcept {
   // which a peer held at the initial window never lets it reach.
   s->peer_max = initial_stream_window_;
   s->max_advertised = initial_stream_window_;
-  stream_index_.emplace(id, s->slot);
+  if (id < stream_direct_.size()) {
+    stream_direct_[id] = s->slot + 1;
+  } else {
+    stream_index_.emplace(id, s->slot);
+  }
   streams_.push_back(std::move(s));
   Stream& made = *streams_.back();
   if (stream_window_ > initial_stream_window_) {  // grown: tell the peer at once

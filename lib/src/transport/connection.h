@@ -549,6 +549,10 @@ class Connection {
 
   // Streams.
   std::vector<std::unique_ptr<Stream>> streams_;
+  // id -> slot. Ids below max_streams (rowand's streams are flow-table
+  // slots, librowan's count up from 0) are looked up by index, the rest in
+  // the map: a lookup per written record and per received STREAM frame.
+  std::vector<uint32_t> stream_direct_;  // id -> slot + 1 (0: none)
   std::unordered_map<uint64_t, uint32_t> stream_index_;
   SlotQueue new_queue_, retx_queue_, readable_queue_;
   ChunkPool send_pool_;
