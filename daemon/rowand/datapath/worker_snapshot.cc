@@ -309,6 +309,8 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
       peers.back()["handshakes"] = ss.handshakes_completed;
       peers.back()["rekeys"] = ss.rekeys;
       peers.back()["tx_no_session"] = ss.tx_no_session;
+      peers.back()["records_sealed"] = ss.tx_data;
+      peers.back()["records_sealed_in_place"] = ss.tx_sealed_in_place;
       peers.back()["security_drops"] = drops;
       peers.back()["transport_resets"] = p.transport_resets;
     } else {
