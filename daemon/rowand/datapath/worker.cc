@@ -113,6 +113,19 @@ class WorkerSplitIo final : public SplitIo {
 // ---------------------------------------------------------------------------
 // PeerState
 
+void PeerState::RxStream::free_mbufs() noexcept {
+  if (partial != nullptr) rte_pktmbuf_free(partial);
+  partial = nullptr;
+  filled = 0;
+  for (size_t i = ready_head; i < ready.size(); ++i) rte_pktmbuf_free(ready[i]);
+  ready.clear();
+  ready_head = 0;
+}
+
+PeerState::~PeerState() {
+  for (RxStream& rs : rx) rs.free_mbufs();
+}
+
 crypto::SecureStats PeerState::secure_stats() const {
   crypto::SecureStats t;
   for (const PeerPath& path : paths) {
@@ -323,6 +336,20 @@ uint64_t Worker::connection_id(const PeerConfig& pc) const {
   return pair_connection_id(bind, endpoint);
 }
 
+// Received in-order stream data goes from the datagram into site mbufs
+// (take_in_order) instead of through the stream's buffer.
+class Worker::InOrderSink final : public transport::StreamSink {
+ public:
+  InOrderSink(Worker& w, PeerState& p) : w_(w), p_(p) {}
+  size_t on_stream_data(uint64_t id, const uint8_t* data, size_t len) noexcept override {
+    return w_.take_in_order(p_, id, data, len);
+  }
+
+ private:
+  Worker& w_;
+  PeerState& p_;
+};
+
 void Worker::open_transport(PeerState& p, TimePoint now) {
   const PeerPath& first = p.paths.front();
   transport::TransportConfig tc;
@@ -359,6 +386,8 @@ void Worker::open_transport(PeerState& p, TimePoint now) {
       *conn, std::span<io::PacketIo* const>(p.path_io), 32, &clock_);
   p.driver = std::move(driver);
   p.conn = std::move(conn);
+  if (!p.sink) p.sink = std::make_unique<InOrderSink>(*this, p);
+  p.conn->set_stream_sink(p.sink.get());
 }
 
 // This worker's shared socket on `link`, opened for the link's first peer.
@@ -450,8 +479,13 @@ void Worker::reset_transport(PeerState& peer, TimePoint now) noexcept {
   } catch (const std::exception&) {
     return;  // keep the old transport; the next restart signal retries
   }
-  for (auto& rs : peer.rx) rs = PeerState::RxStream{};
+  for (auto& rs : peer.rx) {
+    rs.free_mbufs();
+    rs = PeerState::RxStream{};
+  }
   peer.parked.clear();
+  peer.direct.clear();
+  peer.direct_waiting = 0;
   uint32_t idx = 0;
   while (idx < peers_.size() && peers_[idx].get() != &peer) ++idx;
   for (Flow& f : flows_.flows()) {
@@ -825,6 +859,21 @@ void Worker::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t le
 
 void Worker::drain_peer(PeerState& peer, TimePoint now) noexcept {
   transport::Connection& c = *peer.conn;
+  // Records taken straight out of datagrams first: they precede whatever
+  // their streams hold in the transport (drain_stream delivers them, then
+  // reads on). Streams still holding some stay listed for the next pass.
+  size_t keep = 0;
+  for (size_t i = 0; i < peer.direct.size(); ++i) {
+    const uint64_t sid = peer.direct[i];
+    drain_stream(peer, sid, now);
+    PeerState::RxStream& rs = peer.rx[sid];
+    if (rs.waiting() > 0) {
+      peer.direct[keep++] = sid;
+    } else {
+      rs.in_direct = false;
+    }
+  }
+  peer.direct.resize(keep);
   uint64_t id = 0;
   while (c.next_readable(&id)) {
     if (id >= peer.rx.size()) {  // not a stream this gateway pair uses: discard
@@ -849,6 +898,22 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
         peer.parked.push_back(id);
       }
       break;
+    }
+    // Records the sink took come first; then the rest of one it began.
+    if (rs.waiting() > 0 && !deliver_ready(peer, id, now)) break;
+    if (rs.partial != nullptr) {
+      const uint64_t n = std::min<uint64_t>(c.readable(id), rs.need - rs.filled);
+      if (n == 0) break;
+      c.read(id, rte_pktmbuf_mtod(rs.partial, uint8_t*) + kEthLen + rs.filled, n, nullptr, now);
+      rs.filled += static_cast<uint32_t>(n);
+      if (rs.filled < rs.need) break;
+      rte_mbuf* m = rs.partial;
+      const uint32_t len = rs.need;
+      rs.partial = nullptr;
+      rs.filled = 0;
+      rs.need = 0;
+      finish_record(peer, id, m, len, now);
+      continue;
     }
     if (rs.need == 0) {
       if (c.readable(id) < 2) break;
@@ -902,6 +967,93 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
     rs.need = 0;
     moved_ = true;
   }
+}
+
+size_t Worker::take_in_order(PeerState& peer, uint64_t id, const uint8_t* data,
+                             size_t len) noexcept {
+  if (id >= peer.rx.size()) return 0;  // drain_peer discards it
+  PeerState::RxStream& rs = peer.rx[id];
+  size_t used = 0;
+  while (used < len) {
+    if (rs.partial == nullptr) {
+      // A record starts (its length here, or read already by drain_stream).
+      if (peer.direct_waiting >= kDirectMax || split_->blocked(&peer, id)) break;
+      uint32_t need = rs.need;
+      size_t head = 0;
+      if (need == 0) {
+        if (len - used < 2) break;
+        need = load_be16(data + used);
+        head = 2;
+        if (need == 0) {  // an empty record: nothing to deliver
+          used += 2;
+          continue;
+        }
+      }
+      if (kEthLen + need > UINT16_MAX) break;  // drain_stream's scratch path takes it
+      rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+      if (m == nullptr) break;
+      if (rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + need)) == nullptr) {
+        rte_pktmbuf_free(m);
+        break;
+      }
+      used += head;
+      rs.need = need;
+      rs.partial = m;
+      rs.filled = 0;
+    }
+    const size_t take = std::min<size_t>(len - used, rs.need - rs.filled);
+    std::memcpy(rte_pktmbuf_mtod(rs.partial, uint8_t*) + kEthLen + rs.filled, data + used, take);
+    rs.filled += static_cast<uint32_t>(take);
+    used += take;
+    if (rs.filled < rs.need) break;  // the rest comes in a later frame
+    rs.ready.push_back(rs.partial);
+    rs.partial = nullptr;
+    rs.filled = 0;
+    rs.need = 0;
+    ++peer.direct_waiting;
+    if (!rs.in_direct) {
+      rs.in_direct = true;
+      peer.direct.push_back(id);
+    }
+  }
+  return used;
+}
+
+bool Worker::deliver_ready(PeerState& peer, uint64_t id, TimePoint now) noexcept {
+  PeerState::RxStream& rs = peer.rx[id];
+  while (rs.waiting() > 0) {
+    if (txq_len_ >= kTxQueue || split_->blocked(&peer, id)) return false;
+    rte_mbuf* m = rs.ready[rs.ready_head++];
+    --peer.direct_waiting;
+    finish_record(peer, id, m, rte_pktmbuf_data_len(m) - kEthLen, now);
+  }
+  rs.ready.clear();
+  rs.ready_head = 0;
+  return true;
+}
+
+void Worker::finish_record(PeerState& peer, uint64_t id, rte_mbuf* m, uint32_t len,
+                           TimePoint now) noexcept {
+  PeerState::RxStream& rs = peer.rx[id];
+  uint8_t* eth = rte_pktmbuf_mtod(m, uint8_t*);
+  uint8_t* rec = eth + kEthLen;
+  uint32_t body = len;
+  VlanTag tag;
+  if (len > kTaggedRecordHeader && read_tagged_header(rec, len, &tag)) {
+    std::memmove(rec, rec + kTaggedRecordHeader, len - kTaggedRecordHeader);
+    body -= kTaggedRecordHeader;
+    rte_pktmbuf_trim(m, kTaggedRecordHeader);
+  }
+  if (split_->on_wan(&peer, id, rec, body, now, tag)) {
+    rte_pktmbuf_free(m);
+  } else {
+    deliver_frame(m, eth, body, now, tag);
+  }
+  ++rs.packets;
+  rs.bytes += len;
+  ++peer.delivered_packets;
+  peer.delivered_bytes += len;
+  moved_ = true;
 }
 
 bool Worker::deliverable(const uint8_t* ip, uint32_t len) noexcept {

@@ -263,7 +263,8 @@ size_t SecureIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now)
       // plaintext of those sealed where they lie (each is sealed afresh,
       // with a new counter, when it goes).
       for (size_t j = sent; j < m; ++j) {
-        if (tx_in_place_[j] != nullptr) unseal_in_place(*s, tx_in_place_[j], tx_[j].len - kOverhead);
+        if (tx_in_place_[j] != nullptr)
+          unseal_in_place(*s, tx_in_place_[j], tx_[j].len - kOverhead);
       }
     }
     sstats_.tx_data += sent;

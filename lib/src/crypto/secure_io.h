@@ -84,7 +84,7 @@ struct SecureStats {
   uint64_t tx_keepalives = 0;
   uint64_t tx_data = 0;
   uint64_t tx_sealed_in_place = 0;  ///< sealed where the caller wrote them (tx_buffer)
-  uint64_t tx_no_session = 0;  ///< datagrams the transport sent before any session (dropped)
+  uint64_t tx_no_session = 0;       ///< datagrams the transport sent before any session (dropped)
   uint64_t tx_oversize = 0;
   uint64_t tx_crypto_errors = 0;
   uint64_t initiations_sent = 0;
@@ -201,7 +201,7 @@ class SecureIo final : public io::PacketIo {
   uint32_t dgram_;  ///< inner max_datagram
   std::vector<uint8_t> tx_mem_, rx_mem_;
   std::vector<io::TxDatagram> tx_;
-  std::vector<uint32_t> tx_origin_;  ///< caller index of each tx_ entry
+  std::vector<uint32_t> tx_origin_;    ///< caller index of each tx_ entry
   std::vector<uint8_t*> tx_in_place_;  ///< tx_ entry's record when sealed where the caller wrote it
   std::vector<io::RxDatagram> rx_;
   bool lend_rx_ = false;  ///< records are opened in place in the inner's memory
