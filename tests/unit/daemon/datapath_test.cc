@@ -403,16 +403,36 @@ GatewayConfig config_for(char site, uint16_t port, uint16_t peer_port,
   return parse_config(text, std::string("gw-") + site + ".toml");
 }
 
+// A pair of UDP ports on 127.0.0.1 for gateways A and B (base, base + 1),
+// from the test's pid, and another pair for each of the next two tests in
+// the same process: a closed io_uring socket lets go of its port a moment
+// later, so the next test must not bind the same one.
+uint16_t gateway_ports() {
+  static int uses = 0;
+  return static_cast<uint16_t>(40000 + (getpid() % 4000) * 6 + 2 * (uses++ % 3));
+}
+
+// Gateways A and B over UDP on 127.0.0.1, each with a MemorySiteIo site port.
+struct TwoGateways {
+  uint16_t base = gateway_ports();
+  MemorySiteIo site_a{g_pool, "mem-a", kMacA};
+  MemorySiteIo site_b{g_pool, "mem-b", kMacB};
+  MonotonicClock clock;
+  Worker a{config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock};
+  Worker b{config_for('b', static_cast<uint16_t>(base + 1), base), site_b, clock};
+};
+
 // Two gateways over UDP on 127.0.0.1: a frame from site A's host comes out
 // of gateway B toward site B's host, byte for byte in its IP packet, once B
 // has resolved the host by ARP; a frame with no route is dropped and counted.
 TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   NEED_EAL();
-  const auto base = static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
-  MemorySiteIo site_a(g_pool, "mem-a", kMacA), site_b(g_pool, "mem-b", kMacB);
-  MonotonicClock clock;
-  Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
-  Worker b(config_for('b', static_cast<uint16_t>(base + 1), base), site_b, clock);
+  TwoGateways g;
+  MemorySiteIo& site_a = g.site_a;
+  MemorySiteIo& site_b = g.site_b;
+  MonotonicClock& clock = g.clock;
+  Worker& a = g.a;
+  Worker& b = g.b;
   const auto sent = frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 200);
   ASSERT_TRUE(site_a.inject(sent));
   ASSERT_TRUE(site_a.inject(frame4(kHostA, 0xC6120901, 17, 40000, 9, 0, 0, kMacA, kHostMacA)));
@@ -464,11 +484,12 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
 // B intact and in their order either way.
 TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehind) {
   NEED_EAL();
-  const auto base = static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
-  MemorySiteIo site_a(g_pool, "mem-a", kMacA), site_b(g_pool, "mem-b", kMacB);
-  MonotonicClock clock;
-  Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
-  Worker b(config_for('b', static_cast<uint16_t>(base + 1), base), site_b, clock);
+  TwoGateways g;
+  MemorySiteIo& site_a = g.site_a;
+  MemorySiteIo& site_b = g.site_b;
+  MonotonicClock& clock = g.clock;
+  Worker& a = g.a;
+  Worker& b = g.b;
   constexpr uint32_t kFrames = 2400;
   std::vector<std::vector<uint8_t>> sent;
   for (uint32_t i = 0; i < kFrames; ++i) {
@@ -522,7 +543,7 @@ TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehin
 // one more burst, and holds again.
 TEST(Forwarding, AFullSendBufferLeavesFramesInTheSiteRing) {
   NEED_EAL();
-  const auto base = static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
+  const uint16_t base = gateway_ports();
   MemorySiteIo site_a(g_pool, "mem-a", kMacA);
   test::FakeClock clock;
   Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
