@@ -922,7 +922,23 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       rs.need = load_be16(h);
       if (rs.need == 0) continue;  // an empty record: nothing to deliver
     }
-    if (c.readable(id) < rs.need) break;
+    if (const uint64_t avail = c.readable(id); avail < rs.need) {
+      // Part of the record is here: move it into the record's mbuf, so that
+      // the stream's buffer is empty again and the rest, and what follows,
+      // can come straight from their datagrams (take_in_order). Left in
+      // the buffer, it would keep every later frame of the stream there.
+      if (avail == 0 || kEthLen + rs.need > UINT16_MAX || split_->blocked(&peer, id)) break;
+      rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+      if (m == nullptr) break;
+      if (rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + rs.need)) == nullptr) {
+        rte_pktmbuf_free(m);
+        break;
+      }
+      c.read(id, rte_pktmbuf_mtod(m, uint8_t*) + kEthLen, avail, nullptr, now);
+      rs.partial = m;
+      rs.filled = static_cast<uint32_t>(avail);
+      break;
+    }
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
     // The record goes straight from the stream into the frame toward the
     // host (one copy; a tagged record's header is read apart, vlan.h);
