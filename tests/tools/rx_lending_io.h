@@ -10,19 +10,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/packet_io.h"
+#include "tools/wrapping_io.h"
 
 namespace rowan::test {
 
-class RxLendingIo final : public io::PacketIo {
+class RxLendingIo final : public WrappingIo {
  public:
-  explicit RxLendingIo(io::PacketIo& inner, uint32_t buffer = 2048) : inner_(inner) {
+  explicit RxLendingIo(io::PacketIo& inner, uint32_t buffer = 2048) : WrappingIo(inner) {
     for (auto& m : mem_) m.assign(buffer, 0);
   }
-  size_t send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept override {
-    return inner_.send_burst(pkts, now);
-  }
-  uint8_t* tx_buffer(size_t i) noexcept override { return inner_.tx_buffer(i); }
   size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override {
     if (!lend_) return inner_.recv_burst(bufs, now);
     for (const io::RxDatagram& b : bufs) {
@@ -47,21 +43,14 @@ class RxLendingIo final : public io::PacketIo {
     lent += held_;
     held_ = 0;
   }
-  TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
-  uint32_t max_datagram() const noexcept override { return inner_.max_datagram(); }
-  const io::IoStats& stats() const noexcept override { return inner_.stats(); }
 
   /// Whether a datagram's data lies in memory this backend lent.
-  bool lent_memory(const uint8_t* p) const {
-    return std::any_of(mem_.begin(), mem_.end(),
-                       [p](const auto& m) { return p >= m.data() && p < m.data() + m.size(); });
-  }
+  bool lent_memory(const uint8_t* p) const { return lies_in(mem_, p); }
 
   uint64_t lent = 0;           ///< datagrams lent and given back
   uint64_t stale_buffers = 0;  ///< lent buffers a caller passed back as its own
 
  private:
-  io::PacketIo& inner_;
   bool lend_ = false;
   std::array<std::vector<uint8_t>, 128> mem_;
   size_t held_ = 0;

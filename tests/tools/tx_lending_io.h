@@ -12,13 +12,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/packet_io.h"
+#include "tools/wrapping_io.h"
 
 namespace rowan::test {
 
-class TxLendingIo final : public io::PacketIo {
+class TxLendingIo final : public WrappingIo {
  public:
-  explicit TxLendingIo(io::PacketIo& inner) : inner_(inner) {
+  explicit TxLendingIo(io::PacketIo& inner) : WrappingIo(inner) {
     for (size_t b = 0; b < mem_.size(); ++b) free_.push_back(b);
   }
   uint8_t* tx_buffer(size_t i) noexcept override {
@@ -48,25 +48,13 @@ class TxLendingIo final : public io::PacketIo {
     refused += pkts.size() - n;
     return n;
   }
-  size_t recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept override {
-    return inner_.recv_burst(bufs, now);
-  }
-  bool lend_rx(bool on) noexcept override { return inner_.lend_rx(on); }
-  void rx_done() noexcept override { inner_.rx_done(); }
-  TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
-  uint32_t max_datagram() const noexcept override { return inner_.max_datagram(); }
-  const io::IoStats& stats() const noexcept override { return inner_.stats(); }
 
   /// Whether `p` lies in memory this backend lends.
-  bool lent_memory(const uint8_t* p) const {
-    return std::any_of(mem_.begin(), mem_.end(),
-                       [p](const auto& m) { return p >= m.data() && p < m.data() + m.size(); });
-  }
+  bool lent_memory(const uint8_t* p) const { return lies_in(mem_, p); }
 
   uint64_t lent_sent = 0, own_sent = 0, refused = 0;
 
  private:
-  io::PacketIo& inner_;
   std::array<std::vector<uint8_t>, 48> mem_{[] {
     std::array<std::vector<uint8_t>, 48> m;
     for (auto& b : m) b.assign(2048, 0);

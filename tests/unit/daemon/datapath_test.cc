@@ -428,24 +428,19 @@ struct TwoGateways {
 TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   NEED_EAL();
   TwoGateways g;
-  MemorySiteIo& site_a = g.site_a;
-  MemorySiteIo& site_b = g.site_b;
-  MonotonicClock& clock = g.clock;
-  Worker& a = g.a;
-  Worker& b = g.b;
   const auto sent = frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 200);
-  ASSERT_TRUE(site_a.inject(sent));
-  ASSERT_TRUE(site_a.inject(frame4(kHostA, 0xC6120901, 17, 40000, 9, 0, 0, kMacA, kHostMacA)));
+  ASSERT_TRUE(g.site_a.inject(sent));
+  ASSERT_TRUE(g.site_a.inject(frame4(kHostA, 0xC6120901, 17, 40000, 9, 0, 0, kMacA, kHostMacA)));
   std::vector<std::vector<uint8_t>> out;
   bool answered = false;
   for (int i = 0; i < 20000 && out.empty(); ++i) {
-    const TimePoint now = clock.now();
-    a.poll(now);
-    b.poll(now);
-    for (auto& f : site_b.take_sent()) {
+    const TimePoint now = g.clock.now();
+    g.a.poll(now);
+    g.b.poll(now);
+    for (auto& f : g.site_b.take_sent()) {
       if (f[12] == 0x08 && f[13] == 0x06) {  // B asks for its host: answer
         EXPECT_EQ(f[14 + 7], 1) << "an ARP request";
-        ASSERT_TRUE(site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
+        ASSERT_TRUE(g.site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
         answered = true;
       } else {
         out.push_back(std::move(f));
@@ -462,17 +457,17 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
             std::vector<uint8_t>(kMacB.begin(), kMacB.end()));
   EXPECT_EQ(std::vector<uint8_t>(f.begin() + 14, f.end()),
             std::vector<uint8_t>(sent.begin() + 14, sent.end()));
-  EXPECT_EQ(a.counters().drops[static_cast<size_t>(Drop::kNoRoute)], 1u);
-  EXPECT_EQ(a.counters().flows_created, 1u);
+  EXPECT_EQ(g.a.counters().drops[static_cast<size_t>(Drop::kNoRoute)], 1u);
+  EXPECT_EQ(g.a.counters().flows_created, 1u);
   // What the control socket shows: the flow (rendered on the calling
   // thread from the published records) and the worker's counters.
-  a.publish(clock.now());
-  const auto flows = a.snapshot("flows", Duration::zero());
+  g.a.publish(g.clock.now());
+  const auto flows = g.a.snapshot("flows", Duration::zero());
   ASSERT_EQ(flows.size(), 1u);
   EXPECT_EQ(flows[0]["kind"], "udp");
   EXPECT_EQ(flows[0]["src"], "198.18.1.10");
   EXPECT_EQ(flows[0]["packets"], 1u);
-  const auto status = a.snapshot("status", Duration::zero());
+  const auto status = g.a.snapshot("status", Duration::zero());
   EXPECT_EQ(status["worker"]["rx_packets"], 2u);
   EXPECT_EQ(status["worker"]["active_flows"], 1u);
 }
@@ -485,11 +480,6 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
 TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehind) {
   NEED_EAL();
   TwoGateways g;
-  MemorySiteIo& site_a = g.site_a;
-  MemorySiteIo& site_b = g.site_b;
-  MonotonicClock& clock = g.clock;
-  Worker& a = g.a;
-  Worker& b = g.b;
   constexpr uint32_t kFrames = 2400;
   std::vector<std::vector<uint8_t>> sent;
   for (uint32_t i = 0; i < kFrames; ++i) {
@@ -503,17 +493,17 @@ TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehin
     // The port takes nothing while frames 200-1999 are being sent: B's
     // queue toward it (1024 frames) and the records waiting in their
     // mbufs (256) fill, and the rest stays in the stream's buffer.
-    site_b.set_tx_budget(injected >= 200 && injected < 2000 ? 0 : 1u << 20);
+    g.site_b.set_tx_budget(injected >= 200 && injected < 2000 ? 0 : 1u << 20);
     for (int k = 0; k < 8 && injected < kFrames; ++k) {
-      if (!site_a.inject(sent[injected])) break;
+      if (!g.site_a.inject(sent[injected])) break;
       ++injected;
     }
-    const TimePoint now = clock.now();
-    a.poll(now);
-    b.poll(now);
-    for (auto& f : site_b.take_sent()) {
+    const TimePoint now = g.clock.now();
+    g.a.poll(now);
+    g.b.poll(now);
+    for (auto& f : g.site_b.take_sent()) {
       if (f[12] == 0x08 && f[13] == 0x06) {
-        ASSERT_TRUE(site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
+        ASSERT_TRUE(g.site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
       } else {
         out.push_back(std::move(f));
       }
@@ -526,8 +516,8 @@ TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehin
               std::vector<uint8_t>(sent[i].begin() + 14, sent[i].end()))
         << "frame " << i;
   }
-  b.publish(clock.now());
-  const auto peers = b.snapshot("peers", Duration::zero());
+  g.b.publish(g.clock.now());
+  const auto peers = g.b.snapshot("peers", Duration::zero());
   const uint64_t received = peers[0]["stream_bytes_received"].get<uint64_t>();
   const uint64_t in_place = peers[0]["stream_bytes_read_in_place"].get<uint64_t>();
   EXPECT_GT(in_place, 0u) << peers.dump();
