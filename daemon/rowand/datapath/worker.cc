@@ -113,17 +113,26 @@ class WorkerSplitIo final : public SplitIo {
 // ---------------------------------------------------------------------------
 // PeerState
 
-void PeerState::RxStream::free_mbufs() noexcept {
-  if (partial != nullptr) rte_pktmbuf_free(partial);
+uint32_t PeerState::RxStream::free_mbufs() noexcept {
+  uint32_t n = 0;
+  if (partial != nullptr) {
+    rte_pktmbuf_free(partial);
+    ++n;
+  }
   partial = nullptr;
   filled = 0;
   for (size_t i = ready_head; i < ready.size(); ++i) rte_pktmbuf_free(ready[i]);
+  n += static_cast<uint32_t>(ready.size() - ready_head);
   ready.clear();
   ready_head = 0;
+  return n;
 }
 
 PeerState::~PeerState() {
-  for (RxStream& rs : rx) rs.free_mbufs();
+  for (RxStream& rs : rx) {
+    const uint32_t n = rs.free_mbufs();
+    if (direct_held != nullptr) *direct_held -= n;
+  }
 }
 
 crypto::SecureStats PeerState::secure_stats() const {
@@ -386,6 +395,7 @@ void Worker::open_transport(PeerState& p, TimePoint now) {
       *conn, std::span<io::PacketIo* const>(p.path_io), 32, &clock_);
   p.driver = std::move(driver);
   p.conn = std::move(conn);
+  p.direct_held = &direct_held_;
   if (!p.sink) p.sink = std::make_unique<InOrderSink>(*this, p);
   p.conn->set_stream_sink(p.sink.get());
 }
@@ -480,12 +490,11 @@ void Worker::reset_transport(PeerState& peer, TimePoint now) noexcept {
     return;  // keep the old transport; the next restart signal retries
   }
   for (auto& rs : peer.rx) {
-    rs.free_mbufs();
+    direct_held_ -= rs.free_mbufs();
     rs = PeerState::RxStream{};
   }
   peer.parked.clear();
   peer.direct.clear();
-  peer.direct_waiting = 0;
   uint32_t idx = 0;
   while (idx < peers_.size() && peers_[idx].get() != &peer) ++idx;
   for (Flow& f : flows_.flows()) {
@@ -912,6 +921,7 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       rs.partial = nullptr;
       rs.filled = 0;
       rs.need = 0;
+      --direct_held_;
       finish_record(peer, id, m, len, now);
       continue;
     }
@@ -927,7 +937,10 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       // the stream's buffer is empty again and the rest, and what follows,
       // can come straight from their datagrams (take_in_order). Left in
       // the buffer, it would keep every later frame of the stream there.
-      if (avail == 0 || kEthLen + rs.need > UINT16_MAX || split_->blocked(&peer, id)) break;
+      if (avail == 0 || kEthLen + rs.need > UINT16_MAX || direct_held_ >= kDirectMax ||
+          split_->blocked(&peer, id)) {
+        break;
+      }
       rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
       if (m == nullptr) break;
       if (rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + rs.need)) == nullptr) {
@@ -937,6 +950,7 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       c.read(id, rte_pktmbuf_mtod(m, uint8_t*) + kEthLen, avail, nullptr, now);
       rs.partial = m;
       rs.filled = static_cast<uint32_t>(avail);
+      ++direct_held_;
       break;
     }
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
@@ -993,7 +1007,7 @@ size_t Worker::take_in_order(PeerState& peer, uint64_t id, const uint8_t* data,
   while (used < len) {
     if (rs.partial == nullptr) {
       // A record starts (its length here, or read already by drain_stream).
-      if (peer.direct_waiting >= kDirectMax || split_->blocked(&peer, id)) break;
+      if (direct_held_ >= kDirectMax || split_->blocked(&peer, id)) break;
       uint32_t need = rs.need;
       size_t head = 0;
       if (need == 0) {
@@ -1016,6 +1030,7 @@ size_t Worker::take_in_order(PeerState& peer, uint64_t id, const uint8_t* data,
       rs.need = need;
       rs.partial = m;
       rs.filled = 0;
+      ++direct_held_;
     }
     const size_t take = std::min<size_t>(len - used, rs.need - rs.filled);
     std::memcpy(rte_pktmbuf_mtod(rs.partial, uint8_t*) + kEthLen + rs.filled, data + used, take);
@@ -1026,7 +1041,6 @@ size_t Worker::take_in_order(PeerState& peer, uint64_t id, const uint8_t* data,
     rs.partial = nullptr;
     rs.filled = 0;
     rs.need = 0;
-    ++peer.direct_waiting;
     if (!rs.in_direct) {
       rs.in_direct = true;
       peer.direct.push_back(id);
@@ -1040,7 +1054,7 @@ bool Worker::deliver_ready(PeerState& peer, uint64_t id, TimePoint now) noexcept
   while (rs.waiting() > 0) {
     if (txq_len_ >= kTxQueue || split_->blocked(&peer, id)) return false;
     rte_mbuf* m = rs.ready[rs.ready_head++];
-    --peer.direct_waiting;
+    --direct_held_;
     finish_record(peer, id, m, rte_pktmbuf_data_len(m) - kEthLen, now);
   }
   rs.ready.clear();

@@ -174,13 +174,16 @@ struct PeerState {
     size_t ready_head = 0;
     bool in_direct = false;  ///< in PeerState::direct
     size_t waiting() const { return ready.size() - ready_head; }
-    void free_mbufs() noexcept;
+    /// Frees the records it holds; returns how many mbufs that was.
+    uint32_t free_mbufs() noexcept;
   };
   std::vector<RxStream> rx;
   /// Streams with records in `ready` (delivered by drain_peer before it
   /// reads the transport's buffers).
   std::vector<uint64_t> direct;
-  uint32_t direct_waiting = 0;  ///< records in every stream's `ready`
+  /// The worker's count of site mbufs held by records in place (partial or
+  /// waiting), which this peer's streams give back when freed.
+  uint32_t* direct_held = nullptr;
   /// Takes in-order stream data out of received datagrams for this worker
   /// (transport::StreamSink): one copy, into the site mbuf.
   std::unique_ptr<transport::StreamSink> sink;
@@ -313,7 +316,7 @@ class Worker {
   /// The StreamSink of `peer`'s connection: copies whole records of stream
   /// `id` from a received datagram into site mbufs (their delivery waits for
   /// drain_peer); returns the bytes taken. Stops, leaving the rest to the
-  /// stream's buffer, when the records waiting reach kDirectMax, the split
+  /// stream's buffer, when the worker holds kDirectMax such records, the split
   /// engine holds the stream, or no mbuf is left.
   size_t take_in_order(PeerState& peer, uint64_t id, const uint8_t* data, size_t len) noexcept;
   /// Delivers stream `id`'s waiting records in order; false when some are
@@ -323,7 +326,11 @@ class Worker {
   void finish_record(PeerState& peer, uint64_t id, rte_mbuf* m, uint32_t len,
                      TimePoint now) noexcept;
   class InOrderSink;
-  static constexpr uint32_t kDirectMax = 256;  ///< records taken and not yet delivered, per peer
+  /// Site mbufs the worker may hold in records being filled or waiting for
+  /// delivery (take_in_order), over all peers and streams: a bound on what
+  /// records in place take from the site port's pool.
+  static constexpr uint32_t kDirectMax = 512;
+  uint32_t direct_held_ = 0;
   void resume_parked(TimePoint now) noexcept;
   /// Sends an IP packet to its site host. `tag`: the sender's tag across
   /// the WAN (`from_wan`: this site's policy chooses the tag, site_tag())

@@ -491,8 +491,8 @@ TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehin
   uint32_t injected = 0;
   for (int step = 0; step < 40000 && out.size() < kFrames; ++step) {
     // The port takes nothing while frames 200-1999 are being sent: B's
-    // queue toward it (1024 frames) and the records waiting in their
-    // mbufs (256) fill, and the rest stays in the stream's buffer.
+    // queue toward it (1024 frames) and the records it may hold in their
+    // mbufs (512) fill, and the rest stays in the stream's buffer.
     g.site_b.set_tx_budget(injected >= 200 && injected < 2000 ? 0 : 1u << 20);
     for (int k = 0; k < 8 && injected < kFrames; ++k) {
       if (!g.site_a.inject(sent[injected])) break;
