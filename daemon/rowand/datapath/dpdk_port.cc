@@ -1,12 +1,16 @@
 #include "datapath/dpdk_port.h"
 
+#include <rte_alarm.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 namespace rowan::gw {
@@ -62,7 +66,37 @@ void init_eal(const EalConfig& eal, const std::vector<std::string>& devices) {
   }
 }
 
-void cleanup_eal() { rte_eal_cleanup(); }
+bool on_interrupt_thread(const std::function<void()>& fn, Duration limit) {
+  // The EAL runs alarm callbacks on its interrupt thread, between the device
+  // callbacks it runs there, one event at a time.
+  struct Call {
+    const std::function<void()>* fn;
+    std::atomic<bool> done{false};
+  } call{&fn};
+  auto run = [](void* arg) {
+    auto* c = static_cast<Call*>(arg);
+    (*c->fn)();
+    c->done.store(true);
+  };
+  if (rte_eal_alarm_set(1, run, &call) != 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(limit.ns());
+  while (!call.done.load()) {
+    // The callback must not outlive `call`: cancel it, or wait until it ran.
+    if (std::chrono::steady_clock::now() >= until && rte_eal_alarm_cancel(run, &call) > 0) {
+      return false;
+    }
+    usleep(100);
+  }
+  return true;
+}
+
+void cleanup_eal() {
+  // A callback that was running on the interrupt thread when the last port
+  // closed may have left it frees to do (rte_intr_callback_unregister_pending);
+  // rte_eal_cleanup() tears the heap down without waiting for them.
+  on_interrupt_thread([] {}, Duration::from_ms(500));
+  rte_eal_cleanup();
+}
 
 uint16_t queue_pairs_for(QueueMode mode, uint32_t workers, uint16_t max_rx, uint16_t max_tx) {
   if (mode != QueueMode::kAuto || workers < 2) return 1;
@@ -143,8 +177,20 @@ Port::Port(const std::string& device, uint16_t rx_ring, uint16_t tx_ring, uint32
 
 Port::~Port() {
   if (started_) {
-    rte_eth_dev_stop(id_);
-    rte_eth_dev_close(id_);
+    const uint16_t id = id_;
+    auto close = [id] {
+      rte_eth_dev_stop(id);
+      rte_eth_dev_close(id);
+    };
+    // net_memif disconnects in its stop and close, and also on the EAL's
+    // interrupt thread when its peer hangs up or says goodbye; the two are
+    // not synchronized, so a peer that stops at the same moment had both
+    // threads free the same control channel and regions (rowand died in
+    // rte_free on that thread at most bench/pps-memif shutdowns). On that
+    // thread the close cannot overlap the peer's.
+    if (name_.rfind("net_memif", 0) != 0 || !on_interrupt_thread(close, Duration::from_s(2))) {
+      close();
+    }
   }
   if (pool_ != nullptr) rte_mempool_free(pool_);
 }

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ std::vector<std::string> eal_args(const EalConfig& eal, const std::vector<std::s
 
 /// Initializes the EAL; throws std::runtime_error naming the failing step.
 void init_eal(const EalConfig& eal, const std::vector<std::string>& devices);
+/// Runs `fn` on the EAL's interrupt thread (as an alarm callback, so never
+/// during a device's interrupt callback) and waits for it. False, with `fn`
+/// not run, when the thread did not start it within `limit` or the alarm
+/// could not be set. Not from the interrupt thread itself.
+bool on_interrupt_thread(const std::function<void()>& fn, Duration limit);
+/// Lets the interrupt thread finish what the ports' close left it, then
+/// rte_eal_cleanup(). Call after every port is closed.
 void cleanup_eal();
 
 /// Port statistics (rte_eth_stats) as plain integers.

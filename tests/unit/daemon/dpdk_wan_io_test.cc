@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -186,6 +187,27 @@ class DpdkWanIoTest : public ::testing::Test {
   }
   MonotonicClock clock_;
 };
+
+// Port::~Port closes a net_memif port on the EAL's interrupt thread, so that
+// its close cannot run beside the PMD's own disconnect there (dpdk_port.cc).
+TEST_F(DpdkWanIoTest, RunsAFunctionOnTheInterruptThreadAndWaitsForIt) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  int runs = 0;
+  ASSERT_TRUE(on_interrupt_thread(
+      [&] {
+        ran_on = std::this_thread::get_id();
+        ++runs;
+      },
+      Duration::from_s(2)));
+  EXPECT_EQ(runs, 1);  // done, once, when it returns
+  EXPECT_NE(ran_on, caller);
+  EXPECT_NE(ran_on, std::thread::id{});
+  // Each call waits for its own run.
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(on_interrupt_thread([&] { ++runs; }, Duration::from_s(2)));
+  EXPECT_EQ(runs, 21);
+}
 
 TEST_F(DpdkWanIoTest, ExchangesDatagramsWithTheKernelUdpStack) {
   DpdkWanIo& wan = this->wan();
