@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -103,6 +104,16 @@ TEST_F(WanDpdkTest, VerifiedTcpAndUdpThroughLossAndMalformedFramesCounted) {
   const uint64_t sealed = peers[0]["records_sealed"].get<uint64_t>();
   const uint64_t in_place = peers[0]["records_sealed_in_place"].get<uint64_t>();
   EXPECT_GT(in_place, sealed / 2) << in_place << " of " << sealed << " records sealed in place";
+  // B copies in-order stream data from the datagram straight into the site
+  // mbuf; what follows a lost datagram waits in the stream's buffer.
+  const json pb = ctl('b', "peers");
+  ASSERT_FALSE(pb.empty());
+  const uint64_t b_received = pb[0]["stream_bytes_received"].get<uint64_t>();
+  const uint64_t direct = pb[0]["stream_bytes_read_in_place"].get<uint64_t>();
+  EXPECT_GT(direct, 0U);
+  EXPECT_LT(direct, b_received) << "1% WAN loss but nothing waited for a retransmission";
+  std::printf("B: %llu of %llu stream bytes read in place\n",
+              static_cast<unsigned long long>(direct), static_cast<unsigned long long>(b_received));
 
   // Malformed frames at B's WAN port: each dropped under its reason.
   const json before = link('b')["drops"];

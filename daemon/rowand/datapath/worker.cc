@@ -113,6 +113,28 @@ class WorkerSplitIo final : public SplitIo {
 // ---------------------------------------------------------------------------
 // PeerState
 
+uint32_t PeerState::RxStream::free_mbufs() noexcept {
+  uint32_t n = 0;
+  if (partial != nullptr) {
+    rte_pktmbuf_free(partial);
+    ++n;
+  }
+  partial = nullptr;
+  filled = 0;
+  for (size_t i = ready_head; i < ready.size(); ++i) rte_pktmbuf_free(ready[i]);
+  n += static_cast<uint32_t>(ready.size() - ready_head);
+  ready.clear();
+  ready_head = 0;
+  return n;
+}
+
+PeerState::~PeerState() {
+  for (RxStream& rs : rx) {
+    const uint32_t n = rs.free_mbufs();
+    if (direct_held != nullptr) *direct_held -= n;
+  }
+}
+
 crypto::SecureStats PeerState::secure_stats() const {
   crypto::SecureStats t;
   for (const PeerPath& path : paths) {
@@ -323,6 +345,20 @@ uint64_t Worker::connection_id(const PeerConfig& pc) const {
   return pair_connection_id(bind, endpoint);
 }
 
+// Received in-order stream data goes from the datagram into site mbufs
+// (take_in_order) instead of through the stream's buffer.
+class Worker::InOrderSink final : public transport::StreamSink {
+ public:
+  InOrderSink(Worker& w, PeerState& p) : w_(w), p_(p) {}
+  size_t on_stream_data(uint64_t id, const uint8_t* data, size_t len) noexcept override {
+    return w_.take_in_order(p_, id, data, len);
+  }
+
+ private:
+  Worker& w_;
+  PeerState& p_;
+};
+
 void Worker::open_transport(PeerState& p, TimePoint now) {
   const PeerPath& first = p.paths.front();
   transport::TransportConfig tc;
@@ -359,6 +395,9 @@ void Worker::open_transport(PeerState& p, TimePoint now) {
       *conn, std::span<io::PacketIo* const>(p.path_io), 32, &clock_);
   p.driver = std::move(driver);
   p.conn = std::move(conn);
+  p.direct_held = &direct_held_;
+  if (!p.sink) p.sink = std::make_unique<InOrderSink>(*this, p);
+  p.conn->set_stream_sink(p.sink.get());
 }
 
 // This worker's shared socket on `link`, opened for the link's first peer.
@@ -450,8 +489,12 @@ void Worker::reset_transport(PeerState& peer, TimePoint now) noexcept {
   } catch (const std::exception&) {
     return;  // keep the old transport; the next restart signal retries
   }
-  for (auto& rs : peer.rx) rs = PeerState::RxStream{};
+  for (auto& rs : peer.rx) {
+    direct_held_ -= rs.free_mbufs();
+    rs = PeerState::RxStream{};
+  }
   peer.parked.clear();
+  peer.direct.clear();
   uint32_t idx = 0;
   while (idx < peers_.size() && peers_[idx].get() != &peer) ++idx;
   for (Flow& f : flows_.flows()) {
@@ -825,6 +868,21 @@ void Worker::maybe_mark_ce(PeerState& peer, Flow& flow, uint8_t* ip, uint32_t le
 
 void Worker::drain_peer(PeerState& peer, TimePoint now) noexcept {
   transport::Connection& c = *peer.conn;
+  // Records taken straight out of datagrams first: they precede whatever
+  // their streams hold in the transport (drain_stream delivers them, then
+  // reads on). Streams still holding some stay listed for the next pass.
+  size_t keep = 0;
+  for (size_t i = 0; i < peer.direct.size(); ++i) {
+    const uint64_t sid = peer.direct[i];
+    drain_stream(peer, sid, now);
+    PeerState::RxStream& rs = peer.rx[sid];
+    if (rs.waiting() > 0) {
+      peer.direct[keep++] = sid;
+    } else {
+      rs.in_direct = false;
+    }
+  }
+  peer.direct.resize(keep);
   uint64_t id = 0;
   while (c.next_readable(&id)) {
     if (id >= peer.rx.size()) {  // not a stream this gateway pair uses: discard
@@ -850,6 +908,23 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       }
       break;
     }
+    // Records the sink took come first; then the rest of one it began.
+    if (rs.waiting() > 0 && !deliver_ready(peer, id, now)) break;
+    if (rs.partial != nullptr) {
+      const uint64_t n = std::min<uint64_t>(c.readable(id), rs.need - rs.filled);
+      if (n == 0) break;
+      c.read(id, rte_pktmbuf_mtod(rs.partial, uint8_t*) + kEthLen + rs.filled, n, nullptr, now);
+      rs.filled += static_cast<uint32_t>(n);
+      if (rs.filled < rs.need) break;
+      rte_mbuf* m = rs.partial;
+      const uint32_t len = rs.need;
+      rs.partial = nullptr;
+      rs.filled = 0;
+      rs.need = 0;
+      --direct_held_;
+      finish_record(peer, id, m, len, now);
+      continue;
+    }
     if (rs.need == 0) {
       if (c.readable(id) < 2) break;
       uint8_t h[2];
@@ -857,7 +932,27 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       rs.need = load_be16(h);
       if (rs.need == 0) continue;  // an empty record: nothing to deliver
     }
-    if (c.readable(id) < rs.need) break;
+    if (const uint64_t avail = c.readable(id); avail < rs.need) {
+      // Part of the record is here: move it into the record's mbuf, so that
+      // the stream's buffer is empty again and the rest, and what follows,
+      // can come straight from their datagrams (take_in_order). Left in
+      // the buffer, it would keep every later frame of the stream there.
+      if (avail == 0 || kEthLen + rs.need > UINT16_MAX || direct_held_ >= kDirectMax ||
+          split_->blocked(&peer, id)) {
+        break;
+      }
+      rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+      if (m == nullptr) break;
+      if (rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + rs.need)) == nullptr) {
+        rte_pktmbuf_free(m);
+        break;
+      }
+      c.read(id, rte_pktmbuf_mtod(m, uint8_t*) + kEthLen, avail, nullptr, now);
+      rs.partial = m;
+      rs.filled = static_cast<uint32_t>(avail);
+      ++direct_held_;
+      break;
+    }
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
     // The record goes straight from the stream into the frame toward the
     // host (one copy; a tagged record's header is read apart, vlan.h);
@@ -902,6 +997,93 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
     rs.need = 0;
     moved_ = true;
   }
+}
+
+size_t Worker::take_in_order(PeerState& peer, uint64_t id, const uint8_t* data,
+                             size_t len) noexcept {
+  if (id >= peer.rx.size()) return 0;  // drain_peer discards it
+  PeerState::RxStream& rs = peer.rx[id];
+  size_t used = 0;
+  while (used < len) {
+    if (rs.partial == nullptr) {
+      // A record starts (its length here, or read already by drain_stream).
+      if (direct_held_ >= kDirectMax || split_->blocked(&peer, id)) break;
+      uint32_t need = rs.need;
+      size_t head = 0;
+      if (need == 0) {
+        if (len - used < 2) break;
+        need = load_be16(data + used);
+        head = 2;
+        if (need == 0) {  // an empty record: nothing to deliver
+          used += 2;
+          continue;
+        }
+      }
+      if (kEthLen + need > UINT16_MAX) break;  // drain_stream's scratch path takes it
+      rte_mbuf* m = rte_pktmbuf_alloc(local_.pool());
+      if (m == nullptr) break;
+      if (rte_pktmbuf_append(m, static_cast<uint16_t>(kEthLen + need)) == nullptr) {
+        rte_pktmbuf_free(m);
+        break;
+      }
+      used += head;
+      rs.need = need;
+      rs.partial = m;
+      rs.filled = 0;
+      ++direct_held_;
+    }
+    const size_t take = std::min<size_t>(len - used, rs.need - rs.filled);
+    std::memcpy(rte_pktmbuf_mtod(rs.partial, uint8_t*) + kEthLen + rs.filled, data + used, take);
+    rs.filled += static_cast<uint32_t>(take);
+    used += take;
+    if (rs.filled < rs.need) break;  // the rest comes in a later frame
+    rs.ready.push_back(rs.partial);
+    rs.partial = nullptr;
+    rs.filled = 0;
+    rs.need = 0;
+    if (!rs.in_direct) {
+      rs.in_direct = true;
+      peer.direct.push_back(id);
+    }
+  }
+  return used;
+}
+
+bool Worker::deliver_ready(PeerState& peer, uint64_t id, TimePoint now) noexcept {
+  PeerState::RxStream& rs = peer.rx[id];
+  while (rs.waiting() > 0) {
+    if (txq_len_ >= kTxQueue || split_->blocked(&peer, id)) return false;
+    rte_mbuf* m = rs.ready[rs.ready_head++];
+    --direct_held_;
+    finish_record(peer, id, m, rte_pktmbuf_data_len(m) - kEthLen, now);
+  }
+  rs.ready.clear();
+  rs.ready_head = 0;
+  return true;
+}
+
+void Worker::finish_record(PeerState& peer, uint64_t id, rte_mbuf* m, uint32_t len,
+                           TimePoint now) noexcept {
+  PeerState::RxStream& rs = peer.rx[id];
+  uint8_t* eth = rte_pktmbuf_mtod(m, uint8_t*);
+  uint8_t* rec = eth + kEthLen;
+  uint32_t body = len;
+  VlanTag tag;
+  if (len > kTaggedRecordHeader && read_tagged_header(rec, len, &tag)) {
+    std::memmove(rec, rec + kTaggedRecordHeader, len - kTaggedRecordHeader);
+    body -= kTaggedRecordHeader;
+    rte_pktmbuf_trim(m, kTaggedRecordHeader);
+  }
+  if (split_->on_wan(&peer, id, rec, body, now, tag)) {
+    rte_pktmbuf_free(m);
+  } else {
+    deliver_frame(m, eth, body, now, tag);
+  }
+  ++rs.packets;
+  rs.bytes += len;
+  ++peer.delivered_packets;
+  peer.delivered_bytes += len;
+  moved_ = true;
 }
 
 bool Worker::deliverable(const uint8_t* ip, uint32_t len) noexcept {

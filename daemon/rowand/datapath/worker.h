@@ -163,8 +163,34 @@ struct PeerState {
     uint64_t packets = 0;
     uint64_t bytes = 0;
     bool parked = false;  ///< in `parked`: records left in the transport
+    /// Records taken straight out of received datagrams (Worker::take_in_order):
+    /// the one being filled (`filled` of `need` bytes, after the frame's
+    /// Ethernet room), and whole ones waiting for delivery, oldest at
+    /// ready[ready_head]. They come before anything in the transport's
+    /// buffer for this stream.
+    rte_mbuf* partial = nullptr;
+    uint32_t filled = 0;
+    std::vector<rte_mbuf*> ready;
+    size_t ready_head = 0;
+    bool in_direct = false;  ///< in PeerState::direct
+    size_t waiting() const { return ready.size() - ready_head; }
+    /// Frees the records it holds; returns how many mbufs that was.
+    uint32_t free_mbufs() noexcept;
   };
   std::vector<RxStream> rx;
+  /// Streams with records in `ready` (delivered by drain_peer before it
+  /// reads the transport's buffers).
+  std::vector<uint64_t> direct;
+  /// The worker's count of site mbufs held by records in place (partial or
+  /// waiting), which this peer's streams give back when freed.
+  uint32_t* direct_held = nullptr;
+  /// Takes in-order stream data out of received datagrams for this worker
+  /// (transport::StreamSink): one copy, into the site mbuf.
+  std::unique_ptr<transport::StreamSink> sink;
+  PeerState() = default;
+  PeerState(const PeerState&) = delete;
+  PeerState& operator=(const PeerState&) = delete;
+  ~PeerState();
   /// Streams whose draining stopped because the local TX queue was full;
   /// poll resumes them once it has room (next_readable() reports a stream
   /// only when new data arrives). Capacity reserved up front (one per stream).
@@ -287,6 +313,24 @@ class Worker {
   bool peer_restarted(PeerState& peer) noexcept;
   void reset_transport(PeerState& peer, TimePoint now) noexcept;
   void drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept;
+  /// The StreamSink of `peer`'s connection: copies whole records of stream
+  /// `id` from a received datagram into site mbufs (their delivery waits for
+  /// drain_peer); returns the bytes taken. Stops, leaving the rest to the
+  /// stream's buffer, when the worker holds kDirectMax such records, the split
+  /// engine holds the stream, or no mbuf is left.
+  size_t take_in_order(PeerState& peer, uint64_t id, const uint8_t* data, size_t len) noexcept;
+  /// Delivers stream `id`'s waiting records in order; false when some are
+  /// left (the local TX queue is full or the split engine holds the stream).
+  bool deliver_ready(PeerState& peer, uint64_t id, TimePoint now) noexcept;
+  /// Delivers a whole record of `len` bytes at eth + 14 in `m` (one copy).
+  void finish_record(PeerState& peer, uint64_t id, rte_mbuf* m, uint32_t len,
+                     TimePoint now) noexcept;
+  class InOrderSink;
+  /// Site mbufs the worker may hold in records being filled or waiting for
+  /// delivery (take_in_order), over all peers and streams: a bound on what
+  /// records in place take from the site port's pool.
+  static constexpr uint32_t kDirectMax = 512;
+  uint32_t direct_held_ = 0;
   void resume_parked(TimePoint now) noexcept;
   /// Sends an IP packet to its site host. `tag`: the sender's tag across
   /// the WAN (`from_wan`: this site's policy chooses the tag, site_tag())

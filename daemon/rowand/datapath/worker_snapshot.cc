@@ -288,6 +288,11 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
         {"carried_bytes", p.carried_bytes},
         {"delivered_packets", p.delivered_packets},
         {"delivered_ip_bytes", p.delivered_bytes},
+        // Of the stream bytes received, those copied straight from their
+        // datagram into the site mbuf (the rest went through the stream's
+        // buffer: reordered, or behind a full local queue).
+        {"stream_bytes_received", s.stream_bytes_received},
+        {"stream_bytes_read_in_place", s.stream_bytes_read_in_place},
         {"transport_drops", J{{"malformed", s.drop_malformed},
                               {"bad_version", s.drop_bad_version},
                               {"bad_connection_id", s.drop_bad_connection_id},

@@ -666,7 +666,32 @@ bool Connection::apply_stream(const wire::StreamFrame& f, TimePoint now) noexcep
     ++stats_.drop_flow_control;
     return false;
   }
-  const uint64_t lo = std::max(f.offset, s->contiguous_end);
+  uint64_t lo = std::max(f.offset, s->contiguous_end);
+  if (sink_ != nullptr && f.data != nullptr && lo < end && lo == s->read_offset &&
+      s->contiguous_end == s->read_offset) {
+    // Nothing unread is buffered: the sink may take the frame's bytes where
+    // they lie, and what it takes is read.
+    const uint64_t took = std::min<uint64_t>(
+        sink_->on_stream_data(s->id, f.data + (lo - f.offset), end - lo), end - lo);
+    if (took > 0) {
+      const uint64_t before = s->contiguous_end;
+      lo += took;
+      s->read_offset = lo;
+      s->contiguous_end = lo;
+      // Data buffered out of order may now follow on (a range the sink's
+      // bytes reached): the stream is readable from `lo` up to its end.
+      while (!s->received.empty() && s->received.front().lo <= s->contiguous_end) {
+        s->contiguous_end = std::max(s->contiguous_end, s->received.front().hi);
+        s->received.pop_front();
+      }
+      consumed_total_ += took;
+      stats_.stream_bytes_read += took;
+      stats_.stream_bytes_received += s->contiguous_end - before;
+      stats_.stream_bytes_read_in_place += took;
+      s->rbuf.release_below(recv_pool_, s->read_offset);
+      update_flow_control_credit(*s);
+    }
+  }
   if (lo < end) {
     if (s->rbuf.ensure(recv_pool_, lo, end) < end) {
       ++stats_.drop_no_buffer;

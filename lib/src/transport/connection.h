@@ -199,7 +199,8 @@ struct ConnStats {
   uint64_t acks_received = 0;
   uint64_t stream_bytes_received = 0;  ///< new in-order bytes made readable
   uint64_t stream_bytes_read = 0;
-  uint64_t rx_timestamped = 0;  ///< datagrams handled with the backend's receive time
+  uint64_t stream_bytes_read_in_place = 0;  ///< of those, taken by the StreamSink
+  uint64_t rx_timestamped = 0;              ///< datagrams handled with the backend's receive time
   /// Of those, datagrams that arrived after the `now` they were handed in
   /// with (a clock read before a preemption or wait): before receive
   /// timestamps these gave RTT samples below the path.
@@ -253,6 +254,18 @@ struct OutDatagram {
 
 class ConnectionPeer;  // tests
 
+/// Takes stream data straight out of a received datagram (Connection::
+/// set_stream_sink). Called, during on_datagram, with the bytes of a STREAM
+/// frame that start at the stream's read offset while its receive buffer
+/// holds nothing unread; returns how many of the leading bytes it took, which
+/// then count as read. What it leaves goes into the stream's buffer and is
+/// read as usual. It must not call back into the connection.
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual size_t on_stream_data(uint64_t id, const uint8_t* data, size_t len) noexcept = 0;
+};
+
 class Connection {
  public:
   /// `clock` is only handed to the congestion controller (for its initial
@@ -287,6 +300,9 @@ class Connection {
   /// Copies up to `len` in-order bytes of stream `id`; sets *fin when the
   /// stream's last byte has been read. `out` may be null (discard).
   size_t read(uint64_t id, uint8_t* out, size_t len, bool* fin, TimePoint now) noexcept;
+  /// In-order data goes to `sink` first (null: none), one copy fewer than
+  /// through the stream's buffer and read().
+  void set_stream_sink(StreamSink* sink) noexcept { sink_ = sink; }
   /// In-order bytes ready on stream `id`.
   uint64_t readable(uint64_t id) const noexcept;
   /// Pops a stream that got readable data (each stream at most once until read).
@@ -553,6 +569,7 @@ class Connection {
   // slots, librowan's count up from 0) are looked up by index, the rest in
   // the map: a lookup per written record and per received STREAM frame.
   std::vector<uint32_t> stream_direct_;  // id -> slot + 1 (0: none)
+  StreamSink* sink_ = nullptr;
   std::unordered_map<uint64_t, uint32_t> stream_index_;
   SlotQueue new_queue_, retx_queue_, readable_queue_;
   ChunkPool send_pool_;
