@@ -909,7 +909,13 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       break;
     }
     // Records the sink took come first; then the rest of one it began.
-    if (rs.waiting() > 0 && !deliver_ready(peer, id, now)) break;
+    if (rs.waiting() > 0) {
+      const bool all = deliver_ready(peer, id, now);
+      // They may have filled the queue: back to its check (which parks the
+      // stream), never on to a delivery without room.
+      if (txq_len_ >= kTxQueue) continue;
+      if (!all) break;  // its split window is full
+    }
     if (rs.partial != nullptr) {
       const uint64_t n = std::min<uint64_t>(c.readable(id), rs.need - rs.filled);
       if (n == 0) break;
