@@ -432,6 +432,7 @@ std::string Worker::reload(const GatewayConfig& cfg) {
                    [](const Route& a, const Route& b) { return a.prefix.len > b.prefix.len; });
   std::string what = fmt::format("{} routes (was {})", routes.size(), routes_.size());
   routes_ = std::move(routes);
+  hint_flow_ = nullptr;  // the cached route is gone
   route_vlans_ = std::any_of(routes_.begin(), routes_.end(),
                              [](const Route& r) { return r.vlan.has_value(); });
   cfg_.routes = cfg.routes;
@@ -657,6 +658,27 @@ void Worker::local_rx(TimePoint now) noexcept {
   rx_tag_ = {};
 }
 
+bool Worker::flow_hint(const uint8_t* ip, uint32_t len, FlowHint* h) noexcept {
+  if ((ip[0] >> 4) != 4) return false;
+  const uint32_t l4 = (ip[0] & 0xF) * 4U;
+  const uint8_t proto = ip[9];
+  if ((load_be16(ip + 6) & 0x3FFF) != 0 || (proto != 6 && proto != 17) || len < l4 + 8) {
+    return false;
+  }
+  std::array<uint8_t, sizeof(h->w)> b{};
+  b[0] = ip[0];  // version and header length: where the ports are
+  b[1] = proto;
+  std::memcpy(&b[2], ip + 12, 8);   // source and destination addresses
+  std::memcpy(&b[10], ip + l4, 4);  // ports
+  if (proto == 17 && load_be16(ip + l4 + 2) == roce::kRoceV2Port) {
+    const uint32_t bth = l4 + 8;
+    if (len < bth + roce::kBthLen) return false;  // classify() drops it
+    std::memcpy(&b[14], ip + bth + 5, 3);         // destination QP
+  }
+  std::memcpy(h->w, b.data(), b.size());
+  return true;
+}
+
 bool Worker::classify(const uint8_t* ip, uint32_t len, FlowKey& key) noexcept {
   key.src = ip_src(ip);
   key.dst = ip_dst(ip);
@@ -703,41 +725,57 @@ void Worker::handle_ip(rte_mbuf* m, uint8_t* ip, uint32_t len, TimePoint now) no
     drop(Drop::kOversize, m);
     return;
   }
-  const roce::IpAddr dst = ip_dst(ip);
-  if (dst.version == 6 && (dst == cfg_.local.address6 || dst.bytes[0] == 0xFF)) {
-    if (ip[6] == 58 && iplen >= 48) {
-      handle_icmp6(m, ip, iplen, now);  // neighbour discovery
-    } else {
-      drop(Drop::kToGateway, m);
+  FlowHint hint;
+  const bool hinted = flow_hint(ip, iplen, &hint);
+  Flow* f = nullptr;
+  const Route* r = nullptr;
+  if (hinted && hint_flow_ != nullptr && hint == hint_) {
+    f = hint_flow_;  // the flow cache (worker.h)
+    r = hint_route_;
+    ++ctr_.flow_cache_hits;
+  } else {
+    const roce::IpAddr dst = ip_dst(ip);
+    if (dst.version == 6 && (dst == cfg_.local.address6 || dst.bytes[0] == 0xFF)) {
+      if (ip[6] == 58 && iplen >= 48) {
+        handle_icmp6(m, ip, iplen, now);  // neighbour discovery
+      } else {
+        drop(Drop::kToGateway, m);
+      }
+      return;
     }
-    return;
+    if (dst == cfg_.local.address) {
+      drop(Drop::kToGateway, m);
+      return;
+    }
+    r = lookup(dst);
+    if (r == nullptr) {
+      drop(Drop::kNoRoute, m);
+      return;
+    }
+    // kSplit: every flow starts in passthrough (ARCHITECTURE.md) until the
+    // split engine pairs it (split_engine.h).
+    FlowKey key;
+    if (!classify(ip, iplen, key)) {
+      drop(Drop::kMalformedRoce, m);
+      return;
+    }
+    bool created = false;
+    f = flows_.find_or_add(key, now, &created);
+    if (f == nullptr) {
+      drop(Drop::kFlowTableFull, m);
+      return;
+    }
+    if (created) {
+      ++ctr_.flows_created;
+      f->peer = r->peer;
+    }
+    if (hinted) {
+      hint_ = hint;
+      hint_flow_ = f;
+      hint_route_ = r;
+    }
   }
-  if (dst == cfg_.local.address) {
-    drop(Drop::kToGateway, m);
-    return;
-  }
-  const Route* r = lookup(dst);
-  if (r == nullptr) {
-    drop(Drop::kNoRoute, m);
-    return;
-  }
-  // kSplit: every flow starts in passthrough (ARCHITECTURE.md) until the
-  // split engine pairs it (split_engine.h).
-  FlowKey key;
-  if (!classify(ip, iplen, key)) {
-    drop(Drop::kMalformedRoce, m);
-    return;
-  }
-  bool created = false;
-  Flow* f = flows_.find_or_add(key, now, &created);
-  if (f == nullptr) {
-    drop(Drop::kFlowTableFull, m);
-    return;
-  }
-  if (created) {
-    ++ctr_.flows_created;
-    f->peer = r->peer;
-  }
+  const FlowKey& key = f->key;
   PeerState& peer = *peers_[f->peer];
   f->last_seen = now;
   f->tag = rx_tag_;
@@ -1243,7 +1281,10 @@ void Worker::housekeeping(TimePoint now) noexcept {
     ++window_epoch_;
     window_start_ = now;
   }
-  ctr_.flows_expired += flows_.expire(now - cfg_.wan.flow_idle_timeout);
+  if (const uint32_t n = flows_.expire(now - cfg_.wan.flow_idle_timeout); n > 0) {
+    ctr_.flows_expired += n;
+    hint_flow_ = nullptr;  // its slot may hold another flow later
+  }
   split_->expire(now - cfg_.wan.flow_idle_timeout);
   for (auto& p : peers_) {
     // Encrypted links keep alive in SecureIo; an insecure one pings through

@@ -218,7 +218,8 @@ struct WorkerCounters {
   uint64_t vlan_tx = 0;  ///< tagged frames sent to the site (delivered packets, replies)
   uint64_t loops = 0;
   uint64_t idle_sleeps = 0;
-  uint64_t rx_holds = 0;  ///< times the site port was left alone while no buffer had room
+  uint64_t rx_holds = 0;         ///< times the site port was left alone while no buffer had room
+  uint64_t flow_cache_hits = 0;  ///< site frames classified by the flow cache (handle_ip)
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   /// Packets dropped at admission (backlog) by the kind of their flow. Unlike
   /// Flow::dropped these survive the flow's idle expiry.
@@ -424,6 +425,27 @@ class Worker {
   uint32_t burst_backlog_ = 0;   ///< backlog drops in the site burst being handled
   uint32_t backlog_record_ = 0;  ///< the size of the last record refused for backlog
   bool room_for(uint32_t records) const noexcept;
+
+  // The flow cache: the header bytes that identify the flow of the last site
+  // frame classified (IPv4 TCP or UDP: addresses, protocol, header length,
+  // ports and, for RoCE, the destination QP), with its flow and route. A
+  // frame whose bytes are the same takes them without a parse, a route
+  // lookup, a hash or a key compare: the common case, since a host sends a
+  // message as a train of frames of one QP or connection. Equal bytes mean
+  // the same flow (classify() would build the same key from them; RoCE keys
+  // leave out the UDP source port, so a different one is only a miss).
+  // Cleared when flows expire (a slot may then hold another flow) and when
+  // the routes are reloaded.
+  struct FlowHint {
+    uint64_t w[3] = {};
+    bool operator==(const FlowHint&) const = default;
+  };
+  /// False for a frame the cache does not take (not IPv4 TCP/UDP, a
+  /// fragment, or too short for its ports or BTH).
+  static bool flow_hint(const uint8_t* ip, uint32_t len, FlowHint* h) noexcept;
+  FlowHint hint_;
+  Flow* hint_flow_ = nullptr;
+  const Route* hint_route_ = nullptr;
 
   friend class WorkerSplitIo;  ///< split mode's access to carrying and delivery
   std::unique_ptr<WorkerSplitIo> split_io_;

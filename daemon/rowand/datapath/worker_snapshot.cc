@@ -378,6 +378,7 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
                         {"rx_packets", ctr_.local_rx_packets},
                         {"tx_packets", ctr_.local_tx_packets},
                         {"rx_holds", ctr_.rx_holds},
+                        {"flow_cache_hits", ctr_.flow_cache_hits},
                         {"busy", busy_.busy_ratio()}}}};
   return J{{"status", status}, {"peers", peers}, {"links", links}};
 }

@@ -495,6 +495,59 @@ TEST(Forwarding, AFrameCrossesTwoGatewaysAndBResolvesItsHost) {
   EXPECT_EQ(status["worker"]["active_flows"], 1u);
 }
 
+// The flow cache (Worker::flow_hint): a train of frames of one QP is
+// classified once; a frame of another QP, or the same QP from another UDP
+// source port, is not taken for the cached flow; a reload that removes the
+// route and an expiry that frees the flow's slot both clear the cache.
+TEST(Forwarding, TheFlowCacheTakesATrainOfOneFlowAndNothingElse) {
+  NEED_EAL();
+  TwoGateways g;
+  auto roce = [](uint16_t sport, uint32_t qp) {
+    return frame4(kHostA, kHostB, 17, sport, 4791, qp, 0, kMacA, kHostMacA, 64);
+  };
+  auto run = [&](const std::vector<std::vector<uint8_t>>& frames, TimePoint now) {
+    for (const auto& f : frames) EXPECT_TRUE(g.site_a.inject(f));
+    g.a.poll(now);
+  };
+  const WorkerCounters& c = g.a.counters();
+  const TimePoint t0 = g.clock.now();
+  run({roce(50000, 0x11), roce(50000, 0x11), roce(50000, 0x11), roce(50000, 0x11),
+       roce(50000, 0x12), roce(50001, 0x11),
+       frame4(kHostA, kHostB, 17, 50000, 9, 0, 0, kMacA, kHostMacA)},
+      t0);
+  EXPECT_EQ(c.flows_created, 3u);    // QP 0x11, QP 0x12, UDP port 9
+  EXPECT_EQ(c.flow_cache_hits, 3u);  // frames 2-4
+  g.a.publish(t0);
+  std::map<uint64_t, uint64_t> packets;  // QP -> packets carried
+  for (const auto& f : g.a.snapshot("flows", Duration::zero())) {
+    packets[f.value("dest_qp", 0u)] += f["packets"].get<uint64_t>();
+  }
+  EXPECT_EQ(packets[0x11], 5u);
+  EXPECT_EQ(packets[0x12], 1u);
+
+  // The route goes: the next frame of the cached flow meets no route.
+  GatewayConfig cfg = config_for('a', g.base, static_cast<uint16_t>(g.base + 1));
+  GatewayConfig moved = cfg;
+  moved.routes[0].prefix = *parse_prefix("198.18.7.0/24");
+  g.a.reload(moved);
+  run({roce(50000, 0x11)}, t0);
+  EXPECT_EQ(c.drops[static_cast<size_t>(Drop::kNoRoute)], 1u);
+  g.a.reload(cfg);
+  run({roce(50000, 0x12), roce(50000, 0x12)}, t0);
+  EXPECT_EQ(c.flow_cache_hits, 4u);
+
+  // Every flow expires: the cached QP's next frame is a new flow, not the
+  // freed slot the cache pointed at.
+  const TimePoint later = t0 + cfg.wan.flow_idle_timeout + Duration::from_s(1);
+  g.a.poll(later);
+  EXPECT_EQ(g.a.counters().flows_expired, 3u);
+  run({roce(50000, 0x12)}, later);
+  EXPECT_EQ(c.flows_created, 4u);
+  EXPECT_EQ(c.flow_cache_hits, 4u);
+  g.a.publish(later);
+  EXPECT_EQ(g.a.snapshot("status", Duration::zero())["worker"]["active_flows"], 1u);
+}
+
 // Records come out of gateway B straight from the datagrams they arrived in
 // (Worker::take_in_order, one copy into the site mbuf) while its port keeps
 // up, and through the stream's buffer while it does not (a port that takes
