@@ -1,8 +1,14 @@
+// rte_intr_instance_alloc() and its setters (cleanup_eal) are still marked
+// experimental in DPDK 22.11.
+#define ALLOW_EXPERIMENTAL_API 1
+
 #include "datapath/dpdk_port.h"
 
 #include <rte_alarm.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_interrupts.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,10 +97,32 @@ bool on_interrupt_thread(const std::function<void()>& fn, Duration limit) {
 }
 
 void cleanup_eal() {
-  // A callback that was running on the interrupt thread when the last port
-  // closed may have left it frees to do (rte_intr_callback_unregister_pending);
-  // rte_eal_cleanup() tears the heap down without waiting for them.
-  on_interrupt_thread([] {}, Duration::from_ms(500));
+  // DPDK 22.11's rte_eal_cleanup() unmaps the memory while the EAL's
+  // interrupt thread still runs, and that thread's list of interrupt sources
+  // can still point into it: net_memif frees a server port's listener handle
+  // on close without unregistering it. The thread read it, and died, when
+  // anything woke it during the cleanup (rowand crashed in rte_intr_fd_get
+  // at a third of bench/pps-memif's DPDK WAN shutdowns). So the thread is
+  // parked first, for good, in the callback of an interrupt source of our
+  // own (an eventfd; not an alarm, whose source rte_eal_cleanup() waits to
+  // unregister). It gets there after whatever it runs now, a callback's
+  // pending unregistrations and their frees included. The process exits with
+  // it parked; the handle lives in the C heap, which the cleanup leaves.
+  static std::atomic<bool> parked{false};
+  rte_intr_handle* h = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+  const int fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);  // readable from the start
+  if (h != nullptr && fd >= 0 && rte_intr_fd_set(h, fd) == 0 &&
+      rte_intr_type_set(h, RTE_INTR_HANDLE_EXT) == 0 &&
+      rte_intr_callback_register(
+          h,
+          [](void*) {
+            parked.store(true);
+            for (;;) pause();
+          },
+          nullptr) == 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!parked.load() && std::chrono::steady_clock::now() < until) usleep(100);
+  }
   rte_eal_cleanup();
 }
 

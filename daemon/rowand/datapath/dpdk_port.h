@@ -31,8 +31,9 @@ void init_eal(const EalConfig& eal, const std::vector<std::string>& devices);
 /// not run, when the thread did not start it within `limit` or the alarm
 /// could not be set. Not from the interrupt thread itself.
 bool on_interrupt_thread(const std::function<void()>& fn, Duration limit);
-/// Lets the interrupt thread finish what the ports' close left it, then
-/// rte_eal_cleanup(). Call after every port is closed.
+/// Parks the EAL's interrupt thread for good (after what it runs now), then
+/// rte_eal_cleanup(). Call once, after every port is closed, just before the
+/// process exits: nothing that needs that thread works afterwards.
 void cleanup_eal();
 
 /// Port statistics (rte_eth_stats) as plain integers.
