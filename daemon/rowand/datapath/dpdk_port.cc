@@ -26,6 +26,9 @@ std::runtime_error dpdk_error(const std::string& what, int err) {
   return std::runtime_error(what + ": " + rte_strerror(err < 0 ? -err : err));
 }
 
+// A net_memif vdev (its name, without the arguments, starts so).
+bool is_memif(const std::string& name) { return name.rfind("net_memif", 0) == 0; }
+
 }  // namespace
 
 std::string device_name(const std::string& spec) { return spec.substr(0, spec.find(',')); }
@@ -139,7 +142,7 @@ uint16_t Port::max_queue_pairs(const std::string& device) {
   // net_memif reports 255 queue pairs whatever its peer has, and a memif
   // server refuses a client's rings beyond its own queue count: its queues
   // are the peer's choice, so they do not count.
-  if (device_name(device).rfind("net_memif", 0) == 0) return 1;
+  if (is_memif(device_name(device))) return 1;
   rte_eth_dev_info info{};
   if (rte_eth_dev_info_get(id, &info) != 0) return 0;
   return std::min(info.max_rx_queues, info.max_tx_queues);
@@ -216,7 +219,7 @@ Port::~Port() {
     // threads free the same control channel and regions (rowand died in
     // rte_free on that thread at most bench/pps-memif shutdowns). On that
     // thread the close cannot overlap the peer's.
-    if (name_.rfind("net_memif", 0) != 0 || !on_interrupt_thread(close, Duration::from_s(2))) {
+    if (!is_memif(name_) || !on_interrupt_thread(close, Duration::from_s(2))) {
       close();
     }
   }

@@ -495,6 +495,7 @@ void Worker::reset_transport(PeerState& peer, TimePoint now) noexcept {
     rs = PeerState::RxStream{};
   }
   peer.parked.clear();
+  peer.host_wait.clear();
   peer.direct.clear();
   uint32_t idx = 0;
   while (idx < peers_.size() && peers_[idx].get() != &peer) ++idx;
@@ -544,6 +545,17 @@ void Worker::resume_parked(TimePoint now) noexcept {
   bool resumed = false;
   for (auto& p : peers_) {
     PeerState& peer = *p;
+    if (neigh_changed_) {
+      for (const uint64_t id : peer.host_wait) {
+        PeerState::RxStream& rs = peer.rx[id];
+        rs.host_wait = false;
+        if (!rs.parked) {
+          rs.parked = true;
+          peer.parked.push_back(id);
+        }
+      }
+      peer.host_wait.clear();
+    }
     // Take each stream out before draining it: drain_stream parks it again
     // (at the back) if the queue fills, which also ends this loop.
     while (!peer.parked.empty() && txq_len_ < kTxQueue) {
@@ -555,6 +567,7 @@ void Worker::resume_parked(TimePoint now) noexcept {
       resumed = true;
     }
   }
+  neigh_changed_ = false;
   if (resumed) flush_local();
 }
 
@@ -998,6 +1011,15 @@ void Worker::drain_stream(PeerState& peer, uint64_t id, TimePoint now) noexcept 
       break;
     }
     if (split_->blocked(&peer, id)) break;  // its split window is full: read it later
+    if (neigh_full_ > 0) {
+      uint8_t first[kTaggedRecordHeader + 40];
+      const auto n =
+          static_cast<uint32_t>(c.peek(id, first, std::min<uint32_t>(rs.need, sizeof first)));
+      if (host_waits(first, n)) {
+        wait_for_host(peer, id);
+        break;
+      }
+    }
     // The record goes straight from the stream into the frame toward the
     // host (one copy; a tagged record's header is read apart, vlan.h);
     // only a record too large for an mbuf, or no mbuf, takes the scratch
@@ -1097,7 +1119,12 @@ bool Worker::deliver_ready(PeerState& peer, uint64_t id, TimePoint now) noexcept
   PeerState::RxStream& rs = peer.rx[id];
   while (rs.waiting() > 0) {
     if (txq_len_ >= kTxQueue || split_->blocked(&peer, id)) return false;
-    rte_mbuf* m = rs.ready[rs.ready_head++];
+    rte_mbuf* m = rs.ready[rs.ready_head];
+    if (host_waits(rte_pktmbuf_mtod(m, uint8_t*) + kEthLen, rte_pktmbuf_data_len(m) - kEthLen)) {
+      wait_for_host(peer, id);
+      return false;
+    }
+    ++rs.ready_head;
     --direct_held_;
     finish_record(peer, id, m, rte_pktmbuf_data_len(m) - kEthLen, now);
   }
@@ -1219,21 +1246,74 @@ void Worker::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now
     enqueue_local(m);
     return;
   }
-  if (e == nullptr || e->npending >= NeighborTable::kMaxPending) {
+  if (e == nullptr) {
+    drop(Drop::kNeighborPending, m);
+    return;
+  }
+  // On the host's VLAN (the tag's VID) at priority 0.
+  e->ask = tag.present ? VlanTag::make(0, tag.vid()) : VlanTag{};
+  if (e->failed || e->npending >= NeighborTable::kMaxPending) {
     drop(Drop::kNeighborPending, m);
   } else {
-    e->pending[e->npending++] = m;
-  }
-  if (e != nullptr &&
-      (e->last_request.is_zero() || now - e->last_request > Duration::from_ms(100))) {
-    e->last_request = now;
-    // On the host's VLAN (the tag's VID) at priority 0.
-    const VlanTag ask = tag.present ? VlanTag::make(0, tag.vid()) : VlanTag{};
-    if (dst.version == 6) {
-      send_neighbor_solicitation(dst, ask);
-    } else {
-      send_arp_request(dst, now, ask);
+    if (e->npending == 0) {
+      e->asked_since = now;
+      ++neigh_waiting_;
     }
+    e->pending[e->npending++] = m;
+    if (e->full()) ++neigh_full_;
+  }
+  if (e->last_request.is_zero() ||
+      now - e->last_request > (e->failed ? NeighborTable::kFailedAsk : NeighborTable::kAsk)) {
+    ask_neighbor(*e, now);
+  }
+}
+
+void Worker::ask_neighbor(NeighborTable::Entry& e, TimePoint now) noexcept {
+  e.last_request = now;
+  if (e.ip.version == 6) {
+    send_neighbor_solicitation(e.ip, e.ask);
+  } else {
+    send_arp_request(e.ip, now, e.ask);
+  }
+}
+
+void Worker::age_neighbors(TimePoint now) noexcept {
+  if (neigh_waiting_ == 0) return;
+  for (NeighborTable::Entry& e : neigh_.entries()) {
+    if (!e.used || e.resolved || e.npending == 0) continue;
+    if (now - e.asked_since >= NeighborTable::kResolveTimeout) {
+      // No answer: what waits for the host is undeliverable.
+      if (e.full()) --neigh_full_;
+      for (uint32_t i = 0; i < e.npending; ++i) drop(Drop::kNeighborPending, e.pending[i]);
+      e.npending = 0;
+      e.failed = true;
+      --neigh_waiting_;
+      neigh_changed_ = true;
+    } else if (now - e.last_request > NeighborTable::kAsk) {
+      // Streams waiting on the host send nothing that would ask again.
+      ask_neighbor(e, now);
+    }
+  }
+}
+
+bool Worker::host_waits(const uint8_t* rec, uint32_t len) noexcept {
+  if (neigh_full_ == 0) return false;
+  VlanTag tag;
+  if (len > kTaggedRecordHeader && read_tagged_header(rec, len, &tag)) {
+    rec += kTaggedRecordHeader;
+    len -= kTaggedRecordHeader;
+  }
+  const uint8_t version = len > 0 ? rec[0] >> 4 : 0;
+  if (!((version == 4 && len >= 20) || (version == 6 && len >= 40))) return false;
+  const NeighborTable::Entry* e = neigh_.find(ip_dst(rec));
+  return e != nullptr && e->full();
+}
+
+void Worker::wait_for_host(PeerState& peer, uint64_t id) noexcept {
+  PeerState::RxStream& rs = peer.rx[id];
+  if (!rs.host_wait) {
+    rs.host_wait = true;
+    peer.host_wait.push_back(id);
   }
 }
 
@@ -1286,6 +1366,7 @@ void Worker::housekeeping(TimePoint now) noexcept {
     hint_flow_ = nullptr;  // its slot may hold another flow later
   }
   split_->expire(now - cfg_.wan.flow_idle_timeout);
+  age_neighbors(now);
   for (auto& p : peers_) {
     // Encrypted links keep alive in SecureIo; an insecure one pings through
     // its transport (the peer's ACK is the sign of life). The peer is heard

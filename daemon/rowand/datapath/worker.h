@@ -76,7 +76,7 @@ enum class Drop : uint8_t {
   kPeerDown,         ///< no transport to the route's peer
   kBadRecord,        ///< a record from the peer that is not a sane IP packet
   kNotLocal,         ///< a delivered packet whose destination is not on the site subnet
-  kNeighborPending,  ///< the host's MAC is unresolved and its queue is full
+  kNeighborPending,  ///< the host's MAC is unresolved (no answer yet, queue full, or none came)
   kNoMbuf,
   kLocalTxFull,
   kWorkerBusy,     ///< the distributor found this worker's RX ring full (distributor.h)
@@ -91,20 +91,32 @@ class NeighborTable {
  public:
   static constexpr uint32_t kCapacity = 1024;
   static constexpr uint32_t kMaxPending = 8;
+  /// An unresolved host that has not answered this long fails: its queue is
+  /// dropped, and so is what comes for it until it answers (asked every
+  /// kFailedAsk). Linux: 3 solicitations 1 s apart.
+  static constexpr Duration kResolveTimeout = Duration::from_s(3);
+  static constexpr Duration kAsk = Duration::from_ms(100);
+  static constexpr Duration kFailedAsk = Duration::from_s(1);
   struct Entry {
     roce::IpAddr ip;
     Mac mac{};
     bool used = false;
     bool resolved = false;
+    bool failed = false;  ///< unresolved past kResolveTimeout
     TimePoint updated;
     TimePoint last_request;
+    TimePoint asked_since;  ///< the first frame queued while unresolved
+    VlanTag ask;            ///< the VLAN the host is asked on
     uint32_t npending = 0;
     rte_mbuf* pending[kMaxPending]{};
+    /// Records for the host wait in their streams (Worker::host_waits).
+    bool full() const { return !resolved && !failed && npending >= kMaxPending; }
   };
   Entry* find(const roce::IpAddr& ip) noexcept;
   Entry* find_or_add(const roce::IpAddr& ip) noexcept;
   uint32_t size() const { return size_; }
   const std::array<Entry, kCapacity>& entries() const { return e_; }
+  std::array<Entry, kCapacity>& entries() { return e_; }
 
  private:
   static uint32_t bucket(const roce::IpAddr& ip);
@@ -173,6 +185,7 @@ struct PeerState {
     std::vector<rte_mbuf*> ready;
     size_t ready_head = 0;
     bool in_direct = false;  ///< in PeerState::direct
+    bool host_wait = false;  ///< in PeerState::host_wait
     size_t waiting() const { return ready.size() - ready_head; }
     /// Frees the records it holds; returns how many mbufs that was.
     uint32_t free_mbufs() noexcept;
@@ -195,6 +208,10 @@ struct PeerState {
   /// poll resumes them once it has room (next_readable() reports a stream
   /// only when new data arrives). Capacity reserved up front (one per stream).
   std::vector<uint64_t> parked;
+  /// Streams whose next record is for a host whose MAC is unresolved with
+  /// its queue full: they go back to `parked` when a neighbour resolves or
+  /// fails, so the record is delivered, or dropped as undeliverable, then.
+  std::vector<uint64_t> host_wait;
   uint64_t last_rx_packets = 0;
   TimePoint last_rx;  ///< last datagram from the peer
   uint64_t delivered_packets = 0;
@@ -356,6 +373,15 @@ class Worker {
   /// A reply to a site frame: tagged as the frame being handled was (rx_tag_).
   void reply_local(rte_mbuf* m) noexcept;
   void learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept;
+  /// Whether the record `rec` (a stream record: an IP packet, perhaps after
+  /// a tagged header) is for a host whose MAC is unresolved and whose queue
+  /// is full: delivering it now would drop an acknowledged record, so its
+  /// stream waits (wait_for_host) instead.
+  bool host_waits(const uint8_t* rec, uint32_t len) noexcept;
+  void wait_for_host(PeerState& peer, uint64_t id) noexcept;
+  /// Asks again for unresolved hosts, and fails those past kResolveTimeout.
+  void age_neighbors(TimePoint now) noexcept;
+  void ask_neighbor(NeighborTable::Entry& e, TimePoint now) noexcept;
   void enqueue_local(rte_mbuf* m) noexcept;
   void flush_local() noexcept;
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;
@@ -394,7 +420,10 @@ class Worker {
   uint64_t incarnation_ = 0;
   FlowTable flows_;
   NeighborTable neigh_;
-  VlanTag rx_tag_;  ///< the 802.1Q tag of the site frame being handled (local_rx)
+  uint32_t neigh_full_ = 0;     ///< entries full() (records may wait on them)
+  uint32_t neigh_waiting_ = 0;  ///< unresolved entries with frames queued
+  bool neigh_changed_ = false;  ///< one resolved or failed: resume host_wait
+  VlanTag rx_tag_;              ///< the 802.1Q tag of the site frame being handled (local_rx)
   WorkerCounters ctr_;
 
   static constexpr uint16_t kBurst = 32;

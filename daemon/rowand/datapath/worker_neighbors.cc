@@ -98,8 +98,12 @@ void Worker::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) 
 }
 
 void Worker::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
+  if (e.full()) --neigh_full_;
+  if (!e.resolved && e.npending > 0) --neigh_waiting_;
+  if (!e.resolved) neigh_changed_ = true;  // streams may wait on it
   std::memcpy(e.mac.data(), mac, 6);
   e.resolved = true;
+  e.failed = false;
   e.updated = now;
   for (uint32_t i = 0; i < e.npending; ++i) {
     std::memcpy(rte_pktmbuf_mtod(e.pending[i], uint8_t*), e.mac.data(), 6);

@@ -250,6 +250,14 @@ size_t Connection::read(uint64_t id, uint8_t* out, size_t len, bool* fin, TimePo
   return n;
 }
 
+size_t Connection::peek(uint64_t id, uint8_t* out, size_t len) const noexcept {
+  const Stream* s = find_stream(id);
+  if (s == nullptr) return 0;
+  const uint64_t n = std::min<uint64_t>(len, s->contiguous_end - s->read_offset);
+  s->rbuf.read(recv_pool_, s->read_offset, out, n);
+  return n;
+}
+
 uint64_t Connection::readable(uint64_t id) const noexcept {
   const Stream* s = find_stream(id);
   return s == nullptr ? 0 : s->contiguous_end - s->read_offset;

@@ -300,6 +300,8 @@ class Connection {
   /// Copies up to `len` in-order bytes of stream `id`; sets *fin when the
   /// stream's last byte has been read. `out` may be null (discard).
   size_t read(uint64_t id, uint8_t* out, size_t len, bool* fin, TimePoint now) noexcept;
+  /// Copies up to `len` in-order bytes of stream `id` without consuming them.
+  size_t peek(uint64_t id, uint8_t* out, size_t len) const noexcept;
   /// In-order data goes to `sink` first (null: none), one copy fewer than
   /// through the stream's buffer and read().
   void set_stream_sink(StreamSink* sink) noexcept { sink_ = sink; }

@@ -413,6 +413,29 @@ uint16_t gateway_ports() {
   return static_cast<uint16_t>(40000 + (getpid() % 4000) * 6 + 2 * (uses++ % 3));
 }
 
+// `n` frames of one flow from site A's host to site B's, 40-1439 bytes,
+// frame i ending in i (4 bytes, host order).
+std::vector<std::vector<uint8_t>> numbered_frames(uint32_t n) {
+  std::vector<std::vector<uint8_t>> sent;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto f = frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 40 + (i * 97) % 1400);
+    std::memcpy(f.data() + f.size() - 4, &i, 4);
+    sent.push_back(std::move(f));
+  }
+  return sent;
+}
+
+// Every frame of `sent` came out, in its order, with its IP packet intact.
+void expect_same_packets(const std::vector<std::vector<uint8_t>>& out,
+                         const std::vector<std::vector<uint8_t>>& sent) {
+  ASSERT_EQ(out.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    ASSERT_EQ(std::vector<uint8_t>(out[i].begin() + 14, out[i].end()),
+              std::vector<uint8_t>(sent[i].begin() + 14, sent[i].end()))
+        << "frame " << i;
+  }
+}
+
 // Gateways A and B over UDP on 127.0.0.1, each with a MemorySiteIo site port.
 struct TwoGateways {
   uint16_t base = gateway_ports();
@@ -557,12 +580,7 @@ TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehin
   NEED_EAL();
   TwoGateways g;
   constexpr uint32_t kFrames = 2400;
-  std::vector<std::vector<uint8_t>> sent;
-  for (uint32_t i = 0; i < kFrames; ++i) {
-    auto f = frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 40 + (i * 97) % 1400);
-    std::memcpy(f.data() + f.size() - 4, &i, 4);
-    sent.push_back(std::move(f));
-  }
+  const auto sent = numbered_frames(kFrames);
   std::vector<std::vector<uint8_t>> out;
   size_t injected = 0;
   for (int step = 0; step < 40000 && out.size() < kFrames; ++step) {
@@ -573,12 +591,7 @@ TEST(Forwarding, RecordsGoStraightFromTheDatagramAndInOrderWhenThePortFallsBehin
     g.pass(sent, &injected, 8, [&](std::vector<uint8_t>&& f) { out.push_back(std::move(f)); });
     usleep(50);
   }
-  ASSERT_EQ(out.size(), kFrames);
-  for (uint32_t i = 0; i < kFrames; ++i) {
-    ASSERT_EQ(std::vector<uint8_t>(out[i].begin() + 14, out[i].end()),
-              std::vector<uint8_t>(sent[i].begin() + 14, sent[i].end()))
-        << "frame " << i;
-  }
+  expect_same_packets(out, sent);
   g.b.publish(g.clock.now());
   const auto peers = g.b.snapshot("peers", Duration::zero());
   const uint64_t received = peers[0]["stream_bytes_received"].get<uint64_t>();
@@ -703,6 +716,116 @@ TEST(Forwarding, APortThatTakesLittleAtATimeLosesNoAcknowledgedRecord) {
   g.b.publish(g.clock.now());
   const auto peers = g.b.snapshot("peers", Duration::zero());
   EXPECT_GT(peers[0]["stream_bytes_read_in_place"].get<uint64_t>(), 0u) << peers.dump();
+}
+
+// Records for a host whose MAC is unresolved wait in their stream, not in a
+// queue that overflows: 600 frames reach gateway B (in place and through the
+// stream's buffer) while its host does not answer, B asks again while they
+// wait (every 100 ms; the waiting streams send nothing that would ask), and
+// when the host answers every frame is delivered, in order, none dropped.
+// B used to queue 8 and drop the rest as neighbor_pending: acknowledged
+// records lost.
+TEST(Forwarding, RecordsForAnUnresolvedHostWaitInTheirStreamUntilItAnswers) {
+  NEED_EAL();
+  TwoGateways g;
+  constexpr uint32_t kFrames = 600;
+  const auto sent = numbered_frames(kFrames);
+  std::vector<std::vector<uint8_t>> out;
+  size_t injected = 0;
+  int asked_while_silent = 0;
+  TimePoint all_in;
+  bool answering = false;
+  for (int step = 0; step < 40000 && out.size() < kFrames; ++step) {
+    for (int k = 0; k < 8 && injected < kFrames && g.site_a.inject(sent[injected]); ++k) {
+      ++injected;
+    }
+    const TimePoint now = g.clock.now();
+    g.a.poll(now);
+    g.b.poll(now);
+    if (injected == kFrames && all_in.is_zero()) all_in = now;
+    // Silent until every frame has been in for 300 ms.
+    if (!all_in.is_zero() && now - all_in >= Duration::from_ms(300)) answering = true;
+    for (auto& f : g.site_b.take_sent()) {
+      if (f[12] == 0x08 && f[13] == 0x06) {
+        if (answering) {
+          ASSERT_TRUE(g.site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
+        } else if (!all_in.is_zero()) {
+          ++asked_while_silent;
+        }
+      } else {
+        out.push_back(std::move(f));
+      }
+    }
+    if (!answering) {
+      ASSERT_TRUE(out.empty()) << "a frame left B before its host answered";
+    }
+    usleep(50);
+  }
+  EXPECT_GE(asked_while_silent, 2) << "B did not ask again while records waited";
+  expect_same_packets(out, sent);
+  EXPECT_EQ(g.b.counters().drops[static_cast<size_t>(Drop::kNeighborPending)], 0u);
+}
+
+// A host that never answers fails after NeighborTable::kResolveTimeout:
+// what waited for it is dropped and counted (undeliverable, not lost in
+// silence), so its stream goes on; the frames for the host that answers,
+// on the same streams, all arrive, each flow's in order.
+TEST(Forwarding, AHostThatNeverAnswersFailsAndTheOthersGoOn) {
+  NEED_EAL();
+  TwoGateways g;
+  constexpr uint32_t kDeadHost = 0xC612020B;  // 198.18.2.11: never answers
+  constexpr uint32_t kFrames = 400;
+  std::vector<std::vector<uint8_t>> sent;
+  uint32_t to_dead = 0;
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    const bool dead = i % 3 == 0;
+    to_dead += dead ? 1 : 0;
+    // Two flows (source ports), each with frames for both hosts.
+    auto f = frame4(kHostA, dead ? kDeadHost : kHostB, 17, static_cast<uint16_t>(40000 + i % 2), 9,
+                    0, 0, kMacA, kHostMacA, 40 + (i * 97) % 1400);
+    std::memcpy(f.data() + f.size() - 4, &i, 4);
+    sent.push_back(std::move(f));
+  }
+  std::vector<uint32_t> got;
+  size_t injected = 0;
+  const auto& drops = g.b.counters().drops;
+  const TimePoint start = g.clock.now();
+  while (g.clock.now() - start < Duration::from_s(6) &&
+         got.size() + drops[static_cast<size_t>(Drop::kNeighborPending)] < kFrames) {
+    for (int k = 0; k < 8 && injected < kFrames && g.site_a.inject(sent[injected]); ++k) {
+      ++injected;
+    }
+    const TimePoint now = g.clock.now();
+    g.a.poll(now);
+    g.b.poll(now);
+    for (auto& f : g.site_b.take_sent()) {
+      if (f[12] == 0x08 && f[13] == 0x06) {
+        const uint32_t target = static_cast<uint32_t>(f[14 + 24]) << 24 | f[14 + 25] << 16 |
+                                f[14 + 26] << 8 | f[14 + 27];
+        if (target == kHostB) {
+          ASSERT_TRUE(g.site_b.inject(arp(2, kHostMacB, kHostB, kGwB, kMacB)));
+        }
+        continue;
+      }
+      uint32_t i = 0;
+      std::memcpy(&i, f.data() + f.size() - 4, 4);
+      ASSERT_LT(i, kFrames);
+      ASSERT_EQ(std::vector<uint8_t>(f.begin() + 14, f.end()),
+                std::vector<uint8_t>(sent[i].begin() + 14, sent[i].end()));
+      if (!got.empty()) {
+        for (size_t k = got.size(); k-- > 0;) {
+          if (got[k] % 2 == i % 2) {
+            EXPECT_LT(got[k], i) << "flow " << i % 2 << " out of order";
+            break;
+          }
+        }
+      }
+      got.push_back(i);
+    }
+    usleep(200);
+  }
+  EXPECT_EQ(got.size(), kFrames - to_dead);
+  EXPECT_EQ(drops[static_cast<size_t>(Drop::kNeighborPending)], to_dead);
 }
 
 // Receive livelock: a peer that never acknowledges (nobody listens on its
