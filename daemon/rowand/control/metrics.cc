@@ -252,6 +252,12 @@ class Collector final : public prometheus::Collectable {
               static_cast<double>(m.flows_expired));
     f.gauge("rowan_neighbors", "Entries in the local neighbour (ARP) table.", {},
             static_cast<double>(m.neighbors));
+    f.gauge("rowan_neighbors_unresolved",
+            "Local hosts without a MAC: being asked, or not answering.", {},
+            static_cast<double>(m.neighbors_unresolved));
+    f.gauge("rowan_streams_waiting_for_host",
+            "Streams from peers whose next packet waits for its host's MAC.", {},
+            static_cast<double>(m.streams_waiting_for_host));
     for (size_t i = 0; i < m.drops.size(); ++i) {
       f.counter("rowan_drops_total", "Packets the gateway dropped, by reason.",
                 {{"reason", kDropNames[i]}}, static_cast<double>(m.drops[i]));

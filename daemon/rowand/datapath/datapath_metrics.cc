@@ -130,6 +130,8 @@ void DataPathMetrics::merge(const DataPathMetrics& o) {
   flows_created += o.flows_created;
   flows_expired += o.flows_expired;
   neighbors += o.neighbors;
+  neighbors_unresolved = std::max(neighbors_unresolved, o.neighbors_unresolved);  // same hosts
+  streams_waiting_for_host += o.streams_waiting_for_host;
   if (drops.size() < o.drops.size()) drops.resize(o.drops.size());
   for (size_t i = 0; i < o.drops.size(); ++i) drops[i] += o.drops[i];
   merge_by_peer_link(peers, o.peers, sum_peer);

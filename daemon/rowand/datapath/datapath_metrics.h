@@ -146,6 +146,9 @@ struct DataPathMetrics {
   uint64_t arp_requests = 0, arp_replies = 0;
   uint64_t vlan_rx = 0, vlan_tx = 0;  ///< 802.1Q-tagged frames from / to the site port
   uint64_t flows_active = 0, flows_created = 0, flows_expired = 0, neighbors = 0;
+  /// Hosts without a MAC (being asked, or failed: Worker::age_neighbors),
+  /// and streams whose next record waits for one (Worker::host_waits).
+  uint64_t neighbors_unresolved = 0, streams_waiting_for_host = 0;
   std::vector<uint64_t> drops;  ///< by gateway drop reason (index: Drop)
   std::vector<PeerMetrics> peers;
   std::vector<PathMetrics> paths;

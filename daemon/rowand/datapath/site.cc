@@ -59,12 +59,14 @@ J merge_snapshots(const std::string& cmd, const std::vector<J>& parts) {
       if (p.contains("worker")) workers.push_back(p["worker"]);
     }
     // Per site, not per worker: the same in every part.
-    static const std::set<std::string> keep = {"uptime_s",  "port",   "peers",
-                                               "neighbors", "worker", "routes"};
+    static const std::set<std::string> keep = {
+        "uptime_s", "port", "peers", "neighbors", "neighbors_unresolved", "worker", "routes"};
     for (size_t i = 1; i < parts.size(); ++i) {
       sum_into(out, parts[i], keep);
-      if (parts[i].contains("neighbors") && parts[i]["neighbors"] > out["neighbors"]) {
-        out["neighbors"] = parts[i]["neighbors"];  // each worker learns the same hosts
+      for (const char* k : {"neighbors", "neighbors_unresolved"}) {
+        if (parts[i].contains(k) && parts[i][k] > out[k]) {
+          out[k] = parts[i][k];  // each worker learns the same hosts
+        }
       }
     }
     out.erase("worker");

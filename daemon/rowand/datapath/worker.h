@@ -382,6 +382,8 @@ class Worker {
   /// Asks again for unresolved hosts, and fails those past kResolveTimeout.
   void age_neighbors(TimePoint now) noexcept;
   void ask_neighbor(NeighborTable::Entry& e, TimePoint now) noexcept;
+  uint32_t unresolved_neighbors() const noexcept;
+  size_t streams_waiting_for_host() const noexcept;
   void enqueue_local(rte_mbuf* m) noexcept;
   void flush_local() noexcept;
   void drop(Drop why, rte_mbuf* m = nullptr) noexcept;

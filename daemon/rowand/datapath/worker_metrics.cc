@@ -40,6 +40,8 @@ void Worker::fill_metrics(TimePoint now, DataPathMetrics& m) const {
   m.flows_created = ctr_.flows_created;
   m.flows_expired = ctr_.flows_expired;
   m.neighbors = neigh_.size();
+  m.neighbors_unresolved = unresolved_neighbors();
+  m.streams_waiting_for_host = streams_waiting_for_host();
   m.drops.assign(ctr_.drops.begin(), ctr_.drops.end());
 
   m.peers.reserve(peers_.size());

@@ -97,6 +97,18 @@ void Worker::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) 
   rte_pktmbuf_free(m);
 }
 
+uint32_t Worker::unresolved_neighbors() const noexcept {
+  uint32_t n = 0;
+  for (const NeighborTable::Entry& e : neigh_.entries()) n += e.used && !e.resolved ? 1 : 0;
+  return n;
+}
+
+size_t Worker::streams_waiting_for_host() const noexcept {
+  size_t n = 0;
+  for (const auto& p : peers_) n += p->host_wait.size();
+  return n;
+}
+
 void Worker::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
   if (e.full()) --neigh_full_;
   if (!e.resolved && e.npending > 0) --neigh_waiting_;

@@ -362,6 +362,8 @@ nlohmann::ordered_json Worker::make_snapshot(TimePoint now) const {
            {"flows_created", ctr_.flows_created},
            {"flows_expired", ctr_.flows_expired},
            {"neighbors", neigh_.size()},
+           {"neighbors_unresolved", unresolved_neighbors()},
+           {"streams_waiting_for_host", streams_waiting_for_host()},
            {"carried_packets", carried},
            {"delivered_packets", delivered},
            {"ce_marked", ctr_.ce_marked},

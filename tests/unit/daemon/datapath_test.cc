@@ -744,7 +744,13 @@ TEST(Forwarding, RecordsForAnUnresolvedHostWaitInTheirStreamUntilItAnswers) {
     g.b.poll(now);
     if (injected == kFrames && all_in.is_zero()) all_in = now;
     // Silent until every frame has been in for 300 ms.
-    if (!all_in.is_zero() && now - all_in >= Duration::from_ms(300)) answering = true;
+    if (!answering && !all_in.is_zero() && now - all_in >= Duration::from_ms(300)) {
+      answering = true;
+      g.b.publish(now);  // what an operator sees meanwhile
+      const auto st = g.b.snapshot("status", Duration::zero());
+      EXPECT_EQ(st["neighbors_unresolved"], 1u);
+      EXPECT_GE(st["streams_waiting_for_host"].get<uint64_t>(), 1u);
+    }
     for (auto& f : g.site_b.take_sent()) {
       if (f[12] == 0x08 && f[13] == 0x06) {
         if (answering) {
@@ -764,6 +770,10 @@ TEST(Forwarding, RecordsForAnUnresolvedHostWaitInTheirStreamUntilItAnswers) {
   EXPECT_GE(asked_while_silent, 2) << "B did not ask again while records waited";
   expect_same_packets(out, sent);
   EXPECT_EQ(g.b.counters().drops[static_cast<size_t>(Drop::kNeighborPending)], 0u);
+  g.b.publish(g.clock.now());
+  const auto st = g.b.snapshot("status", Duration::zero());
+  EXPECT_EQ(st["neighbors_unresolved"], 0u);
+  EXPECT_EQ(st["streams_waiting_for_host"], 0u);
 }
 
 // A host that never answers fails after NeighborTable::kResolveTimeout:
@@ -826,6 +836,10 @@ TEST(Forwarding, AHostThatNeverAnswersFailsAndTheOthersGoOn) {
   }
   EXPECT_EQ(got.size(), kFrames - to_dead);
   EXPECT_EQ(drops[static_cast<size_t>(Drop::kNeighborPending)], to_dead);
+  g.b.publish(g.clock.now());
+  const auto st = g.b.snapshot("status", Duration::zero());
+  EXPECT_EQ(st["neighbors_unresolved"], 1u);  // failed, asked once a second
+  EXPECT_EQ(st["streams_waiting_for_host"], 0u);
 }
 
 // Receive livelock: a peer that never acknowledges (nobody listens on its
