@@ -15,6 +15,8 @@ J status(uint32_t index, uint64_t rx, uint64_t flows, double busy) {
            {"local", J{{"rx_packets", rx}, {"port", J{{"ipackets", 1000}}}}},
            {"flows", flows},
            {"neighbors", 2 + index},
+           {"neighbors_unresolved", 1 - index},
+           {"streams_waiting_for_host", 2},
            {"drops", J{{"backlog", 3}, {"no_route", index}}},
            {"worker", J{{"index", index},
                         {"lcore", index + 1},
@@ -30,6 +32,8 @@ TEST(SiteMerge, StatusSumsCountersAndListsWorkers) {
   EXPECT_EQ(m["local"]["port"]["ipackets"], 1000u);  // one port, not two
   EXPECT_EQ(m["flows"], 8u);
   EXPECT_EQ(m["neighbors"], 3u);  // each worker learns the same hosts
+  EXPECT_EQ(m["neighbors_unresolved"], 1u);
+  EXPECT_EQ(m["streams_waiting_for_host"], 4u);  // each worker's own streams
   EXPECT_EQ(m["drops"]["backlog"], 6u);
   EXPECT_EQ(m["drops"]["no_route"], 1u);
   EXPECT_DOUBLE_EQ(m["uptime_s"].get<double>(), 12.5);
