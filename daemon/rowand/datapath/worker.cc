@@ -1255,10 +1255,7 @@ void Worker::send_to_host(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now
   if (e->failed || e->npending >= NeighborTable::kMaxPending) {
     drop(Drop::kNeighborPending, m);
   } else {
-    if (e->npending == 0) {
-      e->asked_since = now;
-      ++neigh_waiting_;
-    }
+    if (e->npending == 0) e->asked_since = now;
     e->pending[e->npending++] = m;
     if (e->full()) ++neigh_full_;
   }
@@ -1278,7 +1275,6 @@ void Worker::ask_neighbor(NeighborTable::Entry& e, TimePoint now) noexcept {
 }
 
 void Worker::age_neighbors(TimePoint now) noexcept {
-  if (neigh_waiting_ == 0) return;
   for (NeighborTable::Entry& e : neigh_.entries()) {
     if (!e.used || e.resolved || e.npending == 0) continue;
     if (now - e.asked_since >= NeighborTable::kResolveTimeout) {
@@ -1287,7 +1283,6 @@ void Worker::age_neighbors(TimePoint now) noexcept {
       for (uint32_t i = 0; i < e.npending; ++i) drop(Drop::kNeighborPending, e.pending[i]);
       e.npending = 0;
       e.failed = true;
-      --neigh_waiting_;
       neigh_changed_ = true;
     } else if (now - e.last_request > NeighborTable::kAsk) {
       // Streams waiting on the host send nothing that would ask again.

@@ -423,7 +423,6 @@ class Worker {
   FlowTable flows_;
   NeighborTable neigh_;
   uint32_t neigh_full_ = 0;     ///< entries full() (records may wait on them)
-  uint32_t neigh_waiting_ = 0;  ///< unresolved entries with frames queued
   bool neigh_changed_ = false;  ///< one resolved or failed: resume host_wait
   VlanTag rx_tag_;              ///< the 802.1Q tag of the site frame being handled (local_rx)
   WorkerCounters ctr_;

@@ -111,7 +111,6 @@ size_t Worker::streams_waiting_for_host() const noexcept {
 
 void Worker::learn_neighbor(NeighborTable::Entry& e, const uint8_t* mac, TimePoint now) noexcept {
   if (e.full()) --neigh_full_;
-  if (!e.resolved && e.npending > 0) --neigh_waiting_;
   if (!e.resolved) neigh_changed_ = true;  // streams may wait on it
   std::memcpy(e.mac.data(), mac, 6);
   e.resolved = true;
