@@ -66,7 +66,7 @@ gateways_start() {
     pub[$site]=$("$rowanctl" pubkey <"$state_dir/rowand-$site.key") || die "rowanctl pubkey failed"
   done
   local -A peer_of=([a]=b [b]=a)
-  local secure_args backend_args
+  local secure_args backend_args memory_mb
   for site in a b; do
     ns=rowan-$site-gw
     # rowand owns lan0 and its address; the kernel must neither answer ARP
@@ -80,6 +80,7 @@ gateways_start() {
       secure_args=(-e "s|^public_key = .*|public_key = \"${pub[${peer_of[$site]}]}\"|")
     fi
     backend_args=(-e "s|^mtu = 1500\$|mtu = $wan_mtu|")
+    memory_mb=0
     if ((site_mtu > 4200)); then
       backend_args+=(-e "s|^\[local\]|[local]\nmtu = $site_mtu|")
     fi
@@ -87,14 +88,19 @@ gateways_start() {
       # rowand answers ARP for wan0's address; the kernel must not (nor send
       # ICMP port-unreachable for the link's datagrams).
       in_ns "$ns" ip addr flush dev wan0
-      backend_args+=(-e 's|^backend = "udp"|backend = "dpdk"\ndevice = "net_af_packet1,iface=wan0"|'
-        -e 's|^no_huge = true.*|&\nmemory_mb = 256|')
+      # A queue pair per worker (dpdk_wan_io.h steers what the kernel's
+      # fanout puts on another worker's queue).
+      local wan_dev="net_af_packet1,iface=wan0"
+      ((workers == 1)) || wan_dev+=",qpairs=$workers"
+      backend_args+=(-e "s|^backend = \"udp\"|backend = \"dpdk\"\ndevice = \"$wan_dev\"|")
+      memory_mb=256
     fi
     if ((workers > 1)); then
       # Every lcore may run on every CPU: the testbed shares its cores.
-      backend_args+=(-e "s|^lcores = .*|lcores = \"(0-$workers)@(0-$(($(nproc) - 1)))\"|"
-        -e 's|^no_huge = true.*|&\nmemory_mb = 512|')
+      backend_args+=(-e "s|^lcores = .*|lcores = \"(0-$workers)@(0-$(($(nproc) - 1)))\"|")
+      memory_mb=512
     fi
+    ((memory_mb == 0)) || backend_args+=(-e "s|^no_huge = true.*|&\nmemory_mb = $memory_mb|")
     if [[ $site_queues == per-worker ]]; then
       backend_args+=(-e "s|^device = \"net_af_packet0,iface=lan0\"|device = \"net_af_packet0,iface=lan0,qpairs=$workers\"|")
     fi

@@ -6,9 +6,9 @@
 # a WAN datagram carries ~26 of them, so one drain at B easily exceeds its
 # 1024-entry local TX queue. Before the fix B dropped 1.6-7.8 M frames per
 # 10 s point as local_tx_full (bench/results/pps-memif.md).
-# Checks, for the UDP and the DPDK (memif) WAN backends, and for the UDP one
-# with 2 packet workers per gateway (plain-w2, the generator spreading its
-# source addresses): frames were carried,
+# Checks, for the UDP and the DPDK (memif) WAN backends, each also with 2
+# packet workers per gateway (plain-w2; dpdk-w2, a WAN memif queue pair per
+# worker; the generator spreading its source addresses): frames were carried,
 # B dropped none as local_tx_full or neighbor_pending (records for the
 # sink wait in their stream while B asks for its MAC), and the sink
 # received at least 70 % of
@@ -24,11 +24,11 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "SKIP: needs root (DPDK vdevs)"
   exit 0
 fi
-out=$(ROWAN_BUILD_DIR=$bin "$src/bench/pps-memif" --runs 1 --seconds 3 --modes "plain dpdk plain-w2" --multi-flow \
+out=$(ROWAN_BUILD_DIR=$bin "$src/bench/pps-memif" --runs 1 --seconds 3 --modes "plain dpdk plain-w2 dpdk-w2" --multi-flow \
   --sizes 64)
 echo "$out"
 fail=0
-for mode in plain dpdk plain-w2; do
+for mode in plain dpdk plain-w2 dpdk-w2; do
   row=$(grep -E "^\| 1 \| 64 \| $mode \|" <<<"$out") || { echo "FAIL: no row for $mode"; exit 1; }
   carried=$(awk -F'|' '{gsub(/ /, "", $8); print $8}' <<<"$row")
   delivered=$(awk -F'|' '{gsub(/ /, "", $9); print $9}' <<<"$row")

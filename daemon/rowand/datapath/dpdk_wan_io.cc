@@ -1,5 +1,6 @@
 #include "datapath/dpdk_wan_io.h"
 
+#include <rte_flow.h>
 #include <rte_ip.h>
 #include <time.h>
 
@@ -18,7 +19,7 @@ namespace rowan::gw {
 const char* const kWanDropNames[] = {
     "runt",      "not_for_us",    "unsupported_l2", "malformed_ip", "bad_ip_checksum",
     "fragment",  "not_udp",       "wrong_port",     "wrong_source", "bad_udp_checksum",
-    "truncated", "malformed_arp", "tx_unresolved",  "tx_oversize",
+    "truncated", "malformed_arp", "tx_unresolved",  "tx_oversize",  "steer_full",
 };
 static_assert(sizeof(kWanDropNames) / sizeof(kWanDropNames[0]) ==
               static_cast<size_t>(WanDrop::kCount));
@@ -80,15 +81,144 @@ uint32_t mbuf_size(const DpdkWanOptions& o) {
   return room;
 }
 
+// A steering ring holds what one worker hands another between two passes.
+constexpr unsigned kSteerRing = 1024;
+
+uint32_t port_mbufs(const DpdkWanOptions& o, uint16_t queues) {
+  // Per extra queue: its descriptors, a full steering ring, and what its
+  // worker holds (lent for sending, kept for a lending receiver).
+  const uint32_t per_queue = uint32_t{o.rx_ring} + o.tx_ring + kSteerRing + 8 * 32 + 32;
+  return o.nb_mbufs + (queues - 1U) * per_queue;
+}
+
 }  // namespace
 
-DpdkWanIo::DpdkWanIo(const DpdkWanOptions& opts)
+DpdkWanPort::DpdkWanPort(const DpdkWanOptions& opts, uint16_t queues)
     : opts_(checked(opts)),
-      port_(opts.device, opts.rx_ring, opts.tx_ring, mbuf_size(opts), opts.nb_mbufs),
+      port_(opts.device, opts.rx_ring, opts.tx_ring, mbuf_size(opts),
+            port_mbufs(opts, queues == 0 ? 1 : queues), queues == 0 ? 1 : queues) {
+  if (uint32_t{opts_.port} + port_.queues() > 65536 ||
+      uint32_t{opts_.peer_port} + port_.queues() > 65536) {
+    throw std::invalid_argument("a dpdk WAN link's port + queue passes 65535");
+  }
+  if (port_.queues() == 1) return;
+  for (uint16_t q = 0; q < port_.queues(); ++q) {
+    // Names are global to the process: the port id keeps them apart.
+    const std::string name = "wsteer" + std::to_string(port_.id()) + "_" + std::to_string(q);
+    rte_ring* r =
+        rte_ring_create(name.c_str(), kSteerRing, static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
+    if (r == nullptr) {
+      for (rte_ring* x : rings_) rte_ring_free(x);
+      rings_.clear();
+      throw std::runtime_error("rte_ring_create " + name + ": " + rte_strerror(rte_errno));
+    }
+    rings_.push_back(r);
+  }
+  add_flow_rules();
+}
+
+// One rule per queue: IPv4 to the link's address, UDP to base + q, to queue
+// q. PMDs without rte_flow (net_memif, net_af_packet) refuse the first, and
+// steering alone does the work.
+void DpdkWanPort::add_flow_rules() {
+  const std::array<uint8_t, 4> own = v4(opts_.address);
+  for (uint16_t q = 0; q < port_.queues(); ++q) {
+    rte_flow_attr attr{};
+    attr.ingress = 1;
+    rte_flow_item_ipv4 ip_spec{};
+    rte_flow_item_ipv4 ip_mask{};
+    std::memcpy(&ip_spec.hdr.dst_addr, own.data(), 4);
+    ip_mask.hdr.dst_addr = 0xFFFFFFFF;
+    ip_spec.hdr.next_proto_id = kProtoUdp;
+    ip_mask.hdr.next_proto_id = 0xFF;
+    rte_flow_item_udp udp_spec{};
+    rte_flow_item_udp udp_mask{};
+    udp_spec.hdr.dst_port = rte_cpu_to_be_16(static_cast<uint16_t>(opts_.port + q));
+    udp_mask.hdr.dst_port = 0xFFFF;
+    const rte_flow_item pattern[] = {{RTE_FLOW_ITEM_TYPE_ETH, nullptr, nullptr, nullptr},
+                                     {RTE_FLOW_ITEM_TYPE_IPV4, &ip_spec, nullptr, &ip_mask},
+                                     {RTE_FLOW_ITEM_TYPE_UDP, &udp_spec, nullptr, &udp_mask},
+                                     {RTE_FLOW_ITEM_TYPE_END, nullptr, nullptr, nullptr}};
+    rte_flow_action_queue to{};
+    to.index = q;
+    const rte_flow_action actions[] = {{RTE_FLOW_ACTION_TYPE_QUEUE, &to},
+                                       {RTE_FLOW_ACTION_TYPE_END, nullptr}};
+    rte_flow_error err{};
+    rte_flow* f = rte_flow_create(port_.id(), &attr, pattern, actions, &err);
+    if (f == nullptr) break;
+    flows_.push_back(f);
+  }
+  if (flows_.size() == port_.queues()) {
+    flow_rules_ = port_.queues();
+    return;
+  }
+  // All or none: a partial set would steer some workers by rule and the
+  // rest by hash.
+  rte_flow_error err{};
+  for (void* f : flows_) rte_flow_destroy(port_.id(), static_cast<rte_flow*>(f), &err);
+  flows_.clear();
+}
+
+DpdkWanPort::~DpdkWanPort() {
+  rte_flow_error err{};
+  for (void* f : flows_) rte_flow_destroy(port_.id(), static_cast<rte_flow*>(f), &err);
+  for (rte_ring* r : rings_) {
+    void* m = nullptr;
+    while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  }
+}
+
+bool DpdkWanPort::next_hop(std::array<uint8_t, 6>& mac, TimePoint& learned) const noexcept {
+  const uint64_t v = next_mac_.load(std::memory_order_acquire);
+  if ((v >> 48) == 0) return false;
+  for (int i = 0; i < 6; ++i) mac[static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (40 - 8 * i));
+  learned = TimePoint::from_ns(learned_ns_.load(std::memory_order_relaxed));
+  return true;
+}
+
+void DpdkWanPort::learn(const std::array<uint8_t, 6>& mac, TimePoint now) noexcept {
+  uint64_t v = uint64_t{1} << 48;
+  for (int i = 0; i < 6; ++i) v |= uint64_t{mac[static_cast<size_t>(i)]} << (40 - 8 * i);
+  learned_ns_.store(now.ns(), std::memory_order_relaxed);
+  next_mac_.store(v, std::memory_order_release);
+}
+
+DpdkWanPort& DpdkWanPorts::open(const std::string& name, const DpdkWanOptions& opts) {
+  for (auto& [n, p] : ports_) {
+    if (n == name) return *p;
+  }
+  ports_.emplace_back(name, std::make_unique<DpdkWanPort>(opts, queues_));
+  return *ports_.back().second;
+}
+
+DpdkWanIo::DpdkWanIo(const DpdkWanOptions& opts)
+    : owned_(std::make_unique<DpdkWanPort>(opts, 1)),
+      shared_(*owned_),
+      opts_(shared_.options()),
+      port_(shared_.port()),
       mac_(port_.mac()),
-      own_(v4(opts.address)),
-      peer_(v4(opts.peer)),
-      next_hop_ip_(opts.next_hop ? *opts.next_hop : opts.peer) {}
+      own_(v4(opts_.address)),
+      peer_(v4(opts_.peer)),
+      next_hop_ip_(opts_.next_hop ? *opts_.next_hop : opts_.peer) {}
+
+DpdkWanIo::DpdkWanIo(DpdkWanPort& shared, uint16_t queue)
+    : shared_(shared),
+      queue_(queue),
+      opts_(shared.options()),
+      port_(shared.port()),
+      ring_(shared.ring(queue)),
+      mac_(port_.mac()),
+      own_(v4(opts_.address)),
+      peer_(v4(opts_.peer)),
+      next_hop_ip_(opts_.next_hop ? *opts_.next_hop : opts_.peer) {
+  if (queue >= shared.queues()) {
+    throw std::invalid_argument("queue " + std::to_string(queue) + " of a port with " +
+                                std::to_string(shared.queues()));
+  }
+  opts_.port = static_cast<uint16_t>(opts_.port + queue);
+  opts_.peer_port = static_cast<uint16_t>(opts_.peer_port + queue);
+}
 
 DpdkWanIo::~DpdkWanIo() {
   for (rte_mbuf*& m : lent_) {
@@ -154,7 +284,7 @@ void DpdkWanIo::send_arp_request(TimePoint now) noexcept {
     return;
   }
   arp::write_request(eth, mac_, opts_.address, next_hop_ip_);
-  if (port_.tx(&m, 1) != 1) {
+  if (rte_eth_tx_burst(port_.id(), queue_, &m, 1) != 1) {
     rte_pktmbuf_free(m);
     return;
   }
@@ -194,9 +324,21 @@ void DpdkWanIo::build_frame(uint8_t* eth, const io::TxDatagram& d) noexcept {
   if (d.data != udp + kUdpLen) std::memcpy(udp + kUdpLen, d.data, d.len);
 }
 
+bool DpdkWanIo::resolved() const noexcept {
+  std::array<uint8_t, 6> mac{};
+  TimePoint at;
+  return shared_.next_hop(mac, at);
+}
+
+bool DpdkWanIo::load_next_hop() noexcept {
+  resolved_ = shared_.next_hop(next_mac_, learned_at_);
+  return resolved_;
+}
+
 size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept {
   // Resolution: ask while unknown (every arp_retry), and refresh a known MAC
-  // every arp_refresh while still using it.
+  // every arp_refresh while still using it. Any queue may have learned it.
+  load_next_hop();
   if (!resolved_ || now - learned_at_ >= opts_.arp_refresh) {
     const Duration every = resolved_ ? opts_.arp_retry * 5 : opts_.arp_retry;
     if (!requested_ || now - last_request_ >= every) send_arp_request(now);
@@ -237,7 +379,7 @@ size_t DpdkWanIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now
       mbufs[built] = m;
       src[built++] = c;
     }
-    const uint16_t sent = built == 0 ? 0 : port_.tx(mbufs, built);
+    const uint16_t sent = built == 0 ? 0 : rte_eth_tx_burst(port_.id(), queue_, mbufs, built);
     stats_.tx_packets += sent;
     for (uint16_t i = 0; i < sent; ++i) stats_.tx_bytes += pkts[done + src[i]].len;
     // Unsent: a lent mbuf is lent again with its datagram (the caller passes
@@ -270,14 +412,12 @@ void DpdkWanIo::handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint no
   }
   // Learn the next hop from any ARP it sends (request, reply, gratuitous).
   if (msg->sender_ip == next_hop_ip_) {
-    next_mac_ = msg->sender_mac;
-    resolved_ = true;
-    learned_at_ = now;
+    shared_.learn(msg->sender_mac, now);
     ++wan_.arp_learned;
   }
   if (msg->op == arp::kOpRequest && msg->target_ip == opts_.address) {
     arp::make_reply(eth, mac_, opts_.address);
-    if (port_.tx(&m, 1) == 1) {
+    if (rte_eth_tx_burst(port_.id(), queue_, &m, 1) == 1) {
       ++wan_.arp_replies_sent;
       return;
     }
@@ -344,78 +484,113 @@ const uint8_t* DpdkWanIo::accept_ipv4(const uint8_t* eth, uint32_t len, uint32_t
   return udp + kUdpLen;
 }
 
+int DpdkWanIo::steer_target(const uint8_t* eth, uint32_t len) const noexcept {
+  const uint8_t* ip = eth + kEthLen;
+  if (len < kEthLen + kIpLen + kUdpLen || ip[9] != kProtoUdp) return -1;
+  const uint32_t ihl = (ip[0] & 0xFU) * 4U;
+  if (ihl < kIpLen || len < kEthLen + ihl + kUdpLen) return -1;
+  const uint32_t dport = load_be16(ip + ihl + 2);
+  const uint32_t base = shared_.options().port;
+  if (dport < base || dport - base >= shared_.queues() || dport - base == queue_) return -1;
+  return static_cast<int>(dport - base);
+}
+
+bool DpdkWanIo::take(rte_mbuf* m, io::RxDatagram& b, TimePoint burst_time, TimePoint now) noexcept {
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  if (m->nb_segs != 1 || len < kEthLen) {
+    count(m->nb_segs != 1 ? WanDrop::kTruncated : WanDrop::kRunt);
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
+  const bool to_us = std::memcmp(eth, mac_.data(), 6) == 0;
+  const bool group = (eth[0] & 1U) != 0;
+  const uint16_t type = load_be16(eth + 12);
+  if (type == kEthArp && (to_us || group)) {
+    handle_arp(m, eth, len, now);
+    return false;
+  }
+  if (!to_us || type != kEthIpv4) {
+    // Other hosts' unicast; broadcast/multicast that is not ARP is noise.
+    count(!to_us && !group ? WanDrop::kNotForUs : WanDrop::kUnsupportedL2);
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  if (ring_ != nullptr) {
+    // Another worker's datagram: its own checks run where it lands.
+    const int to = steer_target(eth, len);
+    if (to >= 0) {
+      if (rte_ring_mp_enqueue(shared_.ring(static_cast<uint16_t>(to)), m) == 0) {
+        ++wan_.steered_out;
+      } else {
+        count(WanDrop::kSteerFull);
+        rte_pktmbuf_free(m);
+      }
+      return false;
+    }
+  }
+  uint32_t plen = 0;
+  io::Ecn ecn = io::Ecn::kNotEct;
+  const uint8_t* payload = accept_ipv4(eth, len, plen, ecn);
+  bool filled = false;
+  if (payload != nullptr) {
+    if (!lend_rx_ && plen > b.capacity) {
+      count(WanDrop::kTruncated);
+      ++stats_.rx_truncated;
+    } else {
+      if (lend_rx_) {
+        // The payload stays where it arrived, in the mbuf's own (writable)
+        // memory: the caller reads it there, and SecureIo decrypts it in
+        // place, until rx_done.
+        b.data = const_cast<uint8_t*>(payload);
+        held_[nheld_++] = m;
+        m = nullptr;
+      } else {
+        std::memcpy(b.data, payload, plen);
+      }
+      b.len = plen;
+      b.ecn = ecn;
+      b.rx_time = burst_time;
+      filled = true;
+      ++stats_.rx_packets;
+      stats_.rx_bytes += plen;
+    }
+  }
+  if (m != nullptr) rte_pktmbuf_free(m);
+  return filled;
+}
+
 size_t DpdkWanIo::recv_burst(std::span<io::RxDatagram> bufs, TimePoint now) noexcept {
   size_t filled = 0;
+  // What other workers' queues steered here comes first, then the queue.
+  bool ring_dry = ring_ == nullptr;
   while (filled < bufs.size()) {
     rte_mbuf* pkts[kBurst];
     // A lending caller gets no more than the mbufs it can still hold.
     const size_t room = lend_rx_ ? kHoldMax - nheld_ : kBurst;
     const auto want = static_cast<uint16_t>(std::min({size_t{kBurst}, bufs.size() - filled, room}));
     if (want == 0) break;
-    const uint16_t n = port_.rx(pkts, want);
-    if (n == 0) break;
+    uint16_t n = 0;
+    const bool from_ring = !ring_dry;
+    if (from_ring) {
+      n = static_cast<uint16_t>(
+          rte_ring_sc_dequeue_burst(ring_, reinterpret_cast<void**>(pkts), want, nullptr));
+      wan_.steered_in += n;
+      ring_dry = n < want;
+      if (n == 0) continue;
+    } else {
+      n = rte_eth_rx_burst(port_.id(), queue_, pkts, want);
+      if (n == 0) break;
+    }
     // The burst's arrival time, read as it comes off the queue: the
     // transport measures RTTs and ACK hold times from it, not from when the
     // loop gets to each datagram (the DPDK side of the UDP backend's kernel
     // receive timestamps).
     const TimePoint burst_time = MonotonicClock().now();
     for (uint16_t i = 0; i < n; ++i) {
-      rte_mbuf* m = pkts[i];
-      const uint32_t len = rte_pktmbuf_data_len(m);
-      if (m->nb_segs != 1 || len < kEthLen) {
-        count(m->nb_segs != 1 ? WanDrop::kTruncated : WanDrop::kRunt);
-        rte_pktmbuf_free(m);
-        continue;
-      }
-      auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
-      const bool to_us = std::memcmp(eth, mac_.data(), 6) == 0;
-      const bool group = (eth[0] & 1U) != 0;
-      const uint16_t type = load_be16(eth + 12);
-      if (type == kEthArp && (to_us || group)) {
-        handle_arp(m, eth, len, now);
-        continue;
-      }
-      if (!to_us) {
-        // Other hosts' unicast; broadcast/multicast that is not ARP is noise.
-        count(group ? WanDrop::kUnsupportedL2 : WanDrop::kNotForUs);
-        rte_pktmbuf_free(m);
-        continue;
-      }
-      if (type != kEthIpv4) {
-        count(WanDrop::kUnsupportedL2);
-        rte_pktmbuf_free(m);
-        continue;
-      }
-      uint32_t plen = 0;
-      io::Ecn ecn = io::Ecn::kNotEct;
-      const uint8_t* payload = accept_ipv4(eth, len, plen, ecn);
-      if (payload != nullptr) {
-        io::RxDatagram& b = bufs[filled];
-        if (!lend_rx_ && plen > b.capacity) {
-          count(WanDrop::kTruncated);
-          ++stats_.rx_truncated;
-        } else {
-          if (lend_rx_) {
-            // The payload stays where it arrived, in the mbuf's own
-            // (writable) memory: the caller reads it there, and SecureIo
-            // decrypts it in place, until rx_done.
-            b.data = const_cast<uint8_t*>(payload);
-            held_[nheld_++] = m;
-            m = nullptr;
-          } else {
-            std::memcpy(b.data, payload, plen);
-          }
-          b.len = plen;
-          b.ecn = ecn;
-          b.rx_time = burst_time;
-          ++filled;
-          ++stats_.rx_packets;
-          stats_.rx_bytes += plen;
-        }
-      }
-      if (m != nullptr) rte_pktmbuf_free(m);
+      if (take(pkts[i], bufs[filled], burst_time, now)) ++filled;
     }
-    if (n < want) break;
+    if (!from_ring && n < want) break;
   }
   return filled;
 }

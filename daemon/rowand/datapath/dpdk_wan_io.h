@@ -19,15 +19,34 @@
 // No allocation, lock or logging per packet. IPv4 only: an IPv6 link needs
 // neighbour discovery on the WAN port, which this backend does not do.
 //
+// Several workers (DpdkWanPort): the link's port opens one RX/TX queue pair
+// per worker, and worker w's DpdkWanIo owns queue w and UDP port base + w
+// (as the UDP backend binds base + w), talking to the peer's base + w. What
+// lands on queue w for another worker's port goes to that worker's steering
+// ring (multi-producer, its consumer the owner) and is taken from there
+// before its own queue:
+//   - net_memif: queue w of one side is queue w of the other (no steering);
+//   - a NIC with rte_flow (mlx5, ice, i40e): a rule per worker sends UDP to
+//     base + w to queue w; what the rules miss is steered;
+//   - net_af_packet (qpairs = N, the kernel's fanout hash), or RSS alone:
+//     about (N - 1) / N of the datagrams are steered.
+// The next hop's MAC is the port's, learned by whichever queue hears its ARP
+// (one atomic word); each worker asks on its own queue while unresolved.
+//
 // Threading: constructed on the main thread after the EAL is up (the port's
 // vdev must have been given to init_eal); then owned by the packet lcore like
-// any PacketIo.
+// any PacketIo. A DpdkWanPort outlives its DpdkWanIos.
 #pragma once
 
+#include <rte_ring.h>
+
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "codec/roce.h"
 #include "datapath/dpdk_port.h"
@@ -51,6 +70,7 @@ enum class WanDrop : uint8_t {
   kMalformedArp,    ///< ARP that is not Ethernet/IPv4 or is short
   kTxUnresolved,    ///< datagram sent while the next hop's MAC is unknown
   kTxOversize,      ///< datagram larger than the link's MTU allows
+  kSteerFull,       ///< for another worker's port, whose steering ring was full
   kCount
 };
 extern const char* const kWanDropNames[];
@@ -59,9 +79,9 @@ struct DpdkWanOptions {
   std::string device;                    ///< PCI address or vdev spec (given to init_eal too)
   roce::IpAddr address;                  ///< the gateway's own IPv4 address on the WAN port
   uint8_t prefix_len = 24;               ///< its subnet: a peer inside it is on-link
-  uint16_t port = 47910;                 ///< own UDP port
+  uint16_t port = 47910;                 ///< own UDP port (queue w: port + w)
   roce::IpAddr peer;                     ///< the peer gateway's address ...
-  uint16_t peer_port = 47910;            ///< ... and UDP port
+  uint16_t peer_port = 47910;            ///< ... and UDP port (queue w: peer_port + w)
   std::optional<roce::IpAddr> next_hop;  ///< router toward the peer when it is not on-link
   uint32_t mtu = 1500;                   ///< IP MTU of the link
   uint16_t rx_ring = 1024;
@@ -77,14 +97,72 @@ struct DpdkWanStats {
   uint64_t arp_requests_sent = 0;
   uint64_t arp_replies_sent = 0;
   uint64_t arp_learned = 0;  ///< times the next hop's MAC was (re)learned
+  uint64_t steered_out = 0;  ///< datagrams handed to another worker's ring
+  uint64_t steered_in = 0;   ///< datagrams taken from this worker's ring
+};
+
+/// A WAN link's DPDK port with a queue pair per worker, and what the
+/// workers share on it: the next hop's MAC and the steering rings.
+class DpdkWanPort {
+ public:
+  /// Opens the port with `queues` queue pairs (Port's constructor) and,
+  /// with more than one, a steering ring per queue and, where the PMD takes
+  /// them, a flow rule per queue. Throws std::runtime_error, or
+  /// std::invalid_argument for a non-IPv4 address or an off-link peer
+  /// without next_hop.
+  DpdkWanPort(const DpdkWanOptions& opts, uint16_t queues = 1);
+  ~DpdkWanPort();
+  DpdkWanPort(const DpdkWanPort&) = delete;
+  DpdkWanPort& operator=(const DpdkWanPort&) = delete;
+
+  const DpdkWanOptions& options() const noexcept { return opts_; }
+  Port& port() noexcept { return port_; }
+  const Port& port() const noexcept { return port_; }
+  uint16_t queues() const noexcept { return port_.queues(); }
+  /// Queue q's steering ring (null with one queue).
+  rte_ring* ring(uint16_t q) const noexcept { return q < rings_.size() ? rings_[q] : nullptr; }
+  /// How many of the queues a flow rule steers to (0: the PMD took none).
+  uint16_t flow_rules() const noexcept { return flow_rules_; }
+
+  /// The next hop's MAC and when it was last learned (false: not yet).
+  bool next_hop(std::array<uint8_t, 6>& mac, TimePoint& learned) const noexcept;
+  void learn(const std::array<uint8_t, 6>& mac, TimePoint now) noexcept;
+
+ private:
+  void add_flow_rules();
+
+  DpdkWanOptions opts_;
+  Port port_;
+  std::vector<rte_ring*> rings_;
+  std::vector<void*> flows_;  ///< rte_flow handles, one per steered queue
+  uint16_t flow_rules_ = 0;
+  /// The MAC in the low 48 bits, bit 48 set once known; and its time.
+  std::atomic<uint64_t> next_mac_{0};
+  std::atomic<int64_t> learned_ns_{0};
+};
+
+/// A site's dpdk WAN ports by link name, each with a queue pair per worker:
+/// opened by the first worker that asks (workers are built one after
+/// another on the main thread), then shared.
+class DpdkWanPorts {
+ public:
+  explicit DpdkWanPorts(uint16_t queues) : queues_(queues == 0 ? 1 : queues) {}
+  /// The port of link `name`, opened with `opts` (base ports) if it is not yet.
+  DpdkWanPort& open(const std::string& name, const DpdkWanOptions& opts);
+  uint16_t queues() const noexcept { return queues_; }
+
+ private:
+  uint16_t queues_;
+  std::vector<std::pair<std::string, std::unique_ptr<DpdkWanPort>>> ports_;
 };
 
 class DpdkWanIo final : public io::PacketIo {
  public:
-  /// Opens the port (Port's constructor). Throws std::runtime_error, or
-  /// std::invalid_argument for a non-IPv4 address or an off-link peer
-  /// without next_hop.
+  /// Opens a port of its own with one queue (DpdkWanPort). Throws as it does.
   explicit DpdkWanIo(const DpdkWanOptions& opts);
+  /// Queue `queue` of a shared port: UDP port options().port + queue, to the
+  /// peer's options().peer_port + queue.
+  DpdkWanIo(DpdkWanPort& shared, uint16_t queue);
   ~DpdkWanIo() override;
 
   size_t send_burst(std::span<const io::TxDatagram> pkts, TimePoint now) noexcept override;
@@ -101,8 +179,10 @@ class DpdkWanIo final : public io::PacketIo {
   const DpdkWanStats& wan_stats() const noexcept { return wan_; }
   PortStats port_stats() const { return port_.stats(); }
   const Port& port() const { return port_; }
+  /// The queue pair this worker owns (0 with one).
+  uint16_t queue() const noexcept { return queue_; }
   /// Whether the next hop's MAC is known.
-  bool resolved() const noexcept { return resolved_; }
+  bool resolved() const noexcept;
   /// Idle back-off: the port has no completion to wait on, so this sleeps.
   static void wait(Duration timeout) noexcept;
 
@@ -113,6 +193,13 @@ class DpdkWanIo final : public io::PacketIo {
 
  private:
   static constexpr uint16_t kBurst = 32;
+  /// Refreshes the next hop's MAC from the shared port: false while unknown.
+  bool load_next_hop() noexcept;
+  /// Checks one received frame: true with `b` filled (its mbuf then lent or
+  /// freed); false when it was consumed otherwise (ARP, dropped, steered).
+  bool take(rte_mbuf* m, io::RxDatagram& b, TimePoint burst_time, TimePoint now) noexcept;
+  /// Another worker's queue when `eth` is UDP to its port, else -1.
+  int steer_target(const uint8_t* eth, uint32_t len) const noexcept;
   void handle_arp(rte_mbuf* m, uint8_t* eth, uint32_t len, TimePoint now) noexcept;
   void send_arp_request(TimePoint now) noexcept;
   /// Writes Ethernet, IPv4 and UDP headers at `eth`, and the payload of
@@ -126,8 +213,12 @@ class DpdkWanIo final : public io::PacketIo {
                              io::Ecn& ecn) noexcept;
   void count(WanDrop why) noexcept { ++wan_.drops[static_cast<size_t>(why)]; }
 
-  DpdkWanOptions opts_;
-  Port port_;
+  std::unique_ptr<DpdkWanPort> owned_;  ///< the one-queue constructor's port
+  DpdkWanPort& shared_;
+  uint16_t queue_ = 0;
+  DpdkWanOptions opts_;  ///< the shared port's, with this queue's UDP ports
+  Port& port_;
+  rte_ring* ring_ = nullptr;  ///< this queue's steering ring (several queues)
   std::array<uint8_t, 6> mac_{};
   std::array<uint8_t, 4> own_{};   ///< own IPv4 address
   std::array<uint8_t, 4> peer_{};  ///< the peer's IPv4 address

@@ -76,8 +76,8 @@ J merge_snapshots(const std::string& cmd, const std::vector<J>& parts) {
   if (cmd == "peers" || cmd == "links") {
     // One connection per worker and peer: counters add up; the path's
     // estimates (RTT, BDP) and settings are worker 0's.
-    static const std::set<std::string> keep = {"bdp_bytes", "outages", "mtu",     "rate_bps",
-                                               "state",     "session", "resolved"};
+    static const std::set<std::string> keep = {"bdp_bytes", "outages", "mtu",      "rate_bps",
+                                               "state",     "session", "resolved", "queues"};
     J out = parts.front();
     for (size_t i = 1; i < parts.size(); ++i) {
       for (size_t e = 0; e < out.size() && e < parts[i].size(); ++e) {
@@ -132,6 +132,7 @@ Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(c
     dist_ = std::make_unique<Distributor>(*port_io_, n);
     main_idle_ = IdlePolicy(dist_->can_block(), cfg.local.wake_coalesce);
   }
+  wan_ports_ = std::make_unique<DpdkWanPorts>(static_cast<uint16_t>(n));
   for (uint32_t i = 0; i < n; ++i) {
     auto s = std::make_unique<Slot>();
     s->site = this;
@@ -150,6 +151,7 @@ Site::Site(const GatewayConfig& cfg, Port& local, const Clock& clock) : clock_(c
     w.lcore = mode_ == WorkerMode::kInline ? rte_get_main_lcore() : lcores_.at(i);
     w.answers_neighbors = i == 0;
     w.reports_port = i == 0;
+    w.wan_ports = wan_ports_.get();
     s->worker = std::make_unique<Worker>(cfg, *s->io, clock, w);
     s->idle = IdlePolicy(s->worker->can_block(), cfg.local.wake_coalesce);
     s->next_publish = clock.now();

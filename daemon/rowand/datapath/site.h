@@ -44,6 +44,7 @@
 #include "datapath/datapath_metrics.h"
 #include "datapath/distributor.h"
 #include "datapath/dpdk_port.h"
+#include "datapath/dpdk_wan_io.h"
 #include "datapath/handoff.h"
 #include "datapath/idle_policy.h"
 #include "datapath/site_io.h"
@@ -121,6 +122,9 @@ class Site final : public SnapshotSource {
   std::unique_ptr<Distributor> dist_;
   std::vector<std::unique_ptr<SiteIo>> queue_ios_;  ///< worker i's queue pair (kQueues)
   std::unique_ptr<Handoff> handoff_;                ///< kQueues
+  /// The dpdk WAN links' ports, a queue pair per worker (dpdk_wan_io.h);
+  /// before slots_, whose workers' paths use them.
+  std::unique_ptr<DpdkWanPorts> wan_ports_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<unsigned> lcores_;  ///< the worker lcores (kOwner, kDistributed)
   std::atomic<bool> stop_{false};

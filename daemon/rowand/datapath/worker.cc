@@ -277,26 +277,36 @@ PeerPath Worker::open_path(const PeerConfig& pc, size_t i, const crypto::Key& pr
   bind.port = static_cast<uint16_t>(bind.port + worker_.index);
   path.endpoint.port = static_cast<uint16_t>(path.endpoint.port + worker_.index);
   if (link.backend == WanBackend::kDpdk) {
-    if (worker_.index != 0) {
-      throw std::runtime_error("link " + link.name +
-                               ": a dpdk WAN link carries one worker; with several workers "
-                               "([eal] lcores) use backend = \"udp\"");
-    }
     // dpdk_wan_io.h: the link's port answers for one peer.
     if (link_users(link.name) > 1) {
       throw std::runtime_error("link " + link.name +
                                ": a dpdk WAN link carries one peer; give each its own link");
     }
+    DpdkWanPorts* ports = worker_.wan_ports;
+    if (ports == nullptr) {
+      if (!own_wan_ports_) own_wan_ports_ = std::make_unique<DpdkWanPorts>(1);
+      ports = own_wan_ports_.get();
+    }
+    if (worker_.index >= ports->queues()) {
+      throw std::runtime_error("link " + link.name + ": worker " + std::to_string(worker_.index) +
+                               " has no queue on its port");
+    }
     DpdkWanOptions o;
     o.device = link.device;
     o.address = link.bind.addr;
-    o.port = link.bind.port;
+    o.port = link.bind.port;  // base ports: the worker's queue adds its index
     o.prefix_len = link.prefix_len;
     o.next_hop = link.next_hop;
     o.peer = path.endpoint.addr;
-    o.peer_port = path.endpoint.port;
+    o.peer_port = static_cast<uint16_t>(path.endpoint.port - worker_.index);
     o.mtu = link.mtu;
-    path.dpdk = std::make_unique<DpdkWanIo>(o);
+    DpdkWanPort& port = ports->open(link.name, o);
+    if (worker_.index == 0 && port.queues() > 1) {
+      spdlog::info("link {}: {} queue pairs, {}", link.name, port.queues(),
+                   port.flow_rules() > 0 ? "a flow rule per worker's UDP port"
+                                         : "steered by UDP port in software");
+    }
+    path.dpdk = std::make_unique<DpdkWanIo>(port, static_cast<uint16_t>(worker_.index));
     path.wan = path.dpdk.get();
   } else {
     const uint32_t ip_hdr = link.bind.addr.version == 6 ? 40 : 20;

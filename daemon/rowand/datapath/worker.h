@@ -251,6 +251,9 @@ struct WorkerOptions {
   uint32_t lcore = 0;             ///< the EAL lcore it runs on
   bool answers_neighbors = true;  ///< replies to ARP/ND for the gateway (worker 0)
   bool reports_port = true;       ///< reports the site port's own counters (one worker)
+  /// The site's dpdk WAN ports, a queue pair per worker (null: the worker
+  /// opens its own with one queue, and must be worker 0).
+  DpdkWanPorts* wan_ports = nullptr;
 };
 
 class Worker {
@@ -414,6 +417,8 @@ class Worker {
   /// UDP links several peers share (wan_link_mux.h); before peers_, whose
   /// ports they own, so they are destroyed after them.
   std::vector<std::pair<const WanLinkConfig*, std::unique_ptr<UdpLinkMux>>> shared_links_;
+  /// Dpdk WAN ports when WorkerOptions gave none; before peers_, likewise.
+  std::unique_ptr<DpdkWanPorts> own_wan_ports_;
   std::vector<std::unique_ptr<PeerState>> peers_;
   /// The one UDP socket every peer's datagrams arrive on, if there is one
   /// (idle_wait sleeps on it); null otherwise.

@@ -141,9 +141,13 @@ nlohmann::ordered_json Worker::link_view(const PeerState& p, const PeerPath& pat
     v["arp"] = J{{"requests_sent", ws.arp_requests_sent},
                  {"replies_sent", ws.arp_replies_sent},
                  {"learned", ws.arp_learned}};
-    v["port"] =
-        J{{"ipackets", ps.ipackets}, {"opackets", ps.opackets}, {"imissed", ps.imissed},
-          {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
+    v["queues"] = path.dpdk->port().queues();
+    v["steered"] = J{{"out", ws.steered_out}, {"in", ws.steered_in}};
+    if (path.dpdk->queue() == 0) {  // the port's counters, once for all its queues
+      v["port"] =
+          J{{"ipackets", ps.ipackets}, {"opackets", ps.opackets}, {"imissed", ps.imissed},
+            {"ierrors", ps.ierrors},   {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf}};
+    }
   }
   return v;
 }

@@ -45,6 +45,7 @@ using test::shell;
 const std::string kNs = "rowan-dwt-" + std::to_string(getpid());
 constexpr uint16_t kDpdkPort = 47910;
 constexpr uint16_t kKernelPort = 47911;
+constexpr const char* kTwoQueues = "net_af_packet1,iface=dw2,qpairs=2";
 
 /// The tests' one DpdkWanIo (closing its port releases the vdev, so they
 /// share it); Env closes it before the EAL goes.
@@ -70,7 +71,13 @@ class Env : public ::testing::Environment {
               "ethtool -K dw0 tx off rx off tso off gso off gro off >/dev/null && " + ns +
               "ethtool -K dw1 tx off rx off tso off gso off gro off >/dev/null && " + ns +
               "ip link set dw0 up && " + ns + "ip link set dw1 up && " + ns +
-              "ip addr add 198.18.99.2/24 dev dw1")
+              "ip addr add 198.18.99.2/24 dev dw1 && " + ns +
+              // A second pair for the two-queue port (qpairs=2).
+              "ip link add dw2 type veth peer name dw3 && " + ns +
+              "ethtool -K dw2 tx off rx off tso off gso off gro off >/dev/null && " + ns +
+              "ethtool -K dw3 tx off rx off tso off gso off gro off >/dev/null && " + ns +
+              "ip link set dw2 up && " + ns + "ip link set dw3 up && " + ns +
+              "ip addr add 198.18.98.2/24 dev dw3")
             .status;
     made_ns_ = true;
     ASSERT_EQ(rc, 0) << "could not build the namespace " << kNs;
@@ -82,7 +89,7 @@ class Env : public ::testing::Environment {
     eal.file_prefix = kNs;
     eal.no_huge = true;
     eal.memory_mb = 256;
-    init_eal(eal, {"net_af_packet0,iface=dw0"});
+    init_eal(eal, {"net_af_packet0,iface=dw0", std::string(kTwoQueues)});
     eal_ = true;
   }
   void TearDown() override {
@@ -553,6 +560,127 @@ TEST_F(DpdkWanIoTest, DropsMalformedFramesByReason) {
                 before.drops[static_cast<size_t>(WanDrop::kTruncated)],
             1U);
   EXPECT_EQ(wan.stats().rx_truncated - truncated_before, 1U);
+}
+
+// Two workers on one port (DpdkWanPort, a queue pair each): worker w sends
+// from and receives on UDP port base + w, whatever queue the kernel's fanout
+// hash puts a datagram on; what lands on the other worker's queue is handed
+// to it through its steering ring, and nothing is lost or counted twice.
+TEST_F(DpdkWanIoTest, TwoQueuesEachGetTheirWorkersDatagramsWhereverTheyLand) {
+  DpdkWanOptions o = options();
+  o.device = kTwoQueues;
+  o.address = ip4(198, 18, 98, 1);
+  o.peer = ip4(198, 18, 98, 2);
+  DpdkWanPort port(o, 2);
+  ASSERT_EQ(port.queues(), 2);
+  ASSERT_NE(port.ring(0), nullptr);
+  ASSERT_NE(port.ring(1), nullptr);
+  EXPECT_EQ(port.flow_rules(), 0) << "net_af_packet takes no rte_flow rules";
+  std::array<std::unique_ptr<DpdkWanIo>, 2> q{std::make_unique<DpdkWanIo>(port, 0),
+                                              std::make_unique<DpdkWanIo>(port, 1)};
+  std::array<std::array<uint8_t, 1500>, 2> rxmem{};
+  std::array<io::RxDatagram, 2> rx{io::RxDatagram{rxmem[0].data(), 1500},
+                                   io::RxDatagram{rxmem[1].data(), 1500}};
+  // The kernel's end of each worker's flow.
+  std::vector<std::unique_ptr<io::UdpUringIo>> kernel;
+  for (uint16_t w = 0; w < 2; ++w) {
+    io::UdpUringOptions ko;
+    ko.bind = io::UdpEndpoint::parse("198.18.98.2:" + std::to_string(kKernelPort + w));
+    ko.peer = io::UdpEndpoint::parse("198.18.98.1:" + std::to_string(kDpdkPort + w));
+    kernel.push_back(std::make_unique<io::UdpUringIo>(ko));
+  }
+  // One worker learns the next hop; the other knows it too.
+  const std::vector<uint8_t> probe(16, 0xAB);
+  ASSERT_TRUE(poll_until([&] {
+    const io::TxDatagram d{probe.data(), static_cast<uint32_t>(probe.size())};
+    q[0]->send_burst({&d, 1}, clock_.now());
+    for (auto& x : q) x->recv_burst({&rx[0], 1}, clock_.now());
+    return q[1]->resolved();
+  })) << "the kernel never answered ARP";
+  for (auto& k : kernel) poll_until([&] { return k->recv_burst({&rx[0], 1}, clock_.now()) == 0; });
+
+  // kCount datagrams of `size` bytes, each filled from seed + its index,
+  // and the TxDatagrams that point at them.
+  constexpr int kCount = 32;
+  std::vector<std::vector<uint8_t>> sent;
+  std::vector<io::TxDatagram> tx(kCount);
+  auto make = [&](uint32_t size, uint32_t seed) {
+    sent.assign(kCount, std::vector<uint8_t>(size));
+    for (int i = 0; i < kCount; ++i) {
+      fill(sent[i], seed + static_cast<uint32_t>(i));
+      tx[i] = {sent[i].data(), size};
+    }
+  };
+  // Each worker -> the kernel: from its own UDP port.
+  for (uint16_t w = 0; w < 2; ++w) {
+    make(200, 100U * w);
+    ASSERT_TRUE(send_all(*q[w], tx));
+    const auto got = receive(*kernel[w], rx[0], kCount);
+    ASSERT_EQ(got.size(), static_cast<size_t>(kCount)) << "worker " << w;
+    for (int i = 0; i < kCount; ++i) EXPECT_EQ(got[i].first, sent[i]) << w << ": " << i;
+  }
+
+  // The kernel -> each worker, from its flow's port; then from 32 more
+  // sockets (ports the kernel picks) to both workers' ports: the fanout
+  // hash spreads those over the queues, yet each reaches the worker whose
+  // port it is for (which drops the strangers as wrong_source).
+  const std::array<DpdkWanStats, 2> before{q[0]->wan_stats(), q[1]->wan_stats()};
+  for (uint16_t w = 0; w < 2; ++w) {
+    make(300, 1000U * w);
+    ASSERT_EQ(kernel[w]->send_burst(tx, clock_.now()), tx.size());
+    int ours = 0;
+    ASSERT_TRUE(poll_until([&] {
+      EXPECT_EQ(q[1 - w]->recv_burst({&rx[1 - w], 1}, clock_.now()), 0U);  // steers only
+      if (q[w]->recv_burst({&rx[w], 1}, clock_.now()) == 1) {
+        EXPECT_EQ(std::vector<uint8_t>(rx[w].data, rx[w].data + rx[w].len), sent[ours])
+            << w << ": " << ours;
+        ++ours;
+      }
+      return ours == kCount;
+    })) << "worker "
+        << w << " received " << ours << " of " << kCount;
+  }
+  constexpr uint64_t kStrangers = 32;
+  const std::vector<uint8_t> stray(64, 0x3C);
+  for (uint64_t i = 0; i < kStrangers; ++i) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, "198.18.98.2", &from.sin_addr);
+    ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof from), 0);
+    for (uint16_t w = 0; w < 2; ++w) {
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(static_cast<uint16_t>(kDpdkPort + w));
+      inet_pton(AF_INET, "198.18.98.1", &to.sin_addr);
+      EXPECT_EQ(sendto(fd, stray.data(), stray.size(), 0, reinterpret_cast<const sockaddr*>(&to),
+                       sizeof to),
+                static_cast<ssize_t>(stray.size()));
+    }
+    close(fd);
+  }
+  auto strangers_at = [&](int w) {
+    return q[w]->wan_stats().drops[static_cast<size_t>(WanDrop::kWrongSource)] -
+           before[w].drops[static_cast<size_t>(WanDrop::kWrongSource)];
+  };
+  ASSERT_TRUE(poll_until([&] {
+    for (int w = 0; w < 2; ++w) q[w]->recv_burst({&rx[w], 1}, clock_.now());
+    return strangers_at(0) == kStrangers && strangers_at(1) == kStrangers;
+  })) << strangers_at(0)
+      << " and " << strangers_at(1) << " of " << kStrangers;
+  uint64_t out = 0;
+  uint64_t in = 0;
+  for (int w = 0; w < 2; ++w) {
+    out += q[w]->wan_stats().steered_out - before[w].steered_out;
+    in += q[w]->wan_stats().steered_in - before[w].steered_in;
+    EXPECT_EQ(q[w]->wan_stats().drops[static_cast<size_t>(WanDrop::kWrongPort)],
+              before[w].drops[static_cast<size_t>(WanDrop::kWrongPort)]);
+    EXPECT_EQ(q[w]->wan_stats().drops[static_cast<size_t>(WanDrop::kSteerFull)], 0U);
+  }
+  // 64 more flows over two queues: some landed on the other worker's queue.
+  EXPECT_GT(out, 0U) << "the fanout put every flow on its own worker's queue";
+  EXPECT_EQ(in, out);
 }
 
 TEST_F(DpdkWanIoTest, RejectsAnOffLinkPeerWithoutNextHop) {
