@@ -241,8 +241,8 @@ Worker::Worker(const GatewayConfig& cfg, SiteIo& local, const Clock& clock,
   split_->set_local_pmtu(cfg.local.roce_mtu);  // MTU translation (docs/split-mode.md)
   split_->set_cnp_class(cfg.local.cnp_dscp, cfg.local.cnp_pcp);
   reload(cfg);
-  flow_views_.reserve(kListedFlows);
-  flow_views_next_.reserve(kListedFlows);
+  pub_.listed.reserve(kListedFlows);
+  pub_next_.listed.reserve(kListedFlows);
   next_housekeeping_ = now;
   window_start_ = now;
   publish(now);

@@ -399,10 +399,17 @@ class Worker {
   uint64_t connection_id(const PeerConfig& pc) const;
   /// Builds a peer's connection and driver over its paths.
   void open_transport(PeerState& p, TimePoint now);
-  nlohmann::ordered_json make_snapshot(TimePoint now) const;
-  nlohmann::ordered_json path_summary(const PeerState& p) const;
-  nlohmann::ordered_json link_view(const PeerState& p, const PeerPath& path, TimePoint now) const;
-  nlohmann::ordered_json render_flows() const;                 ///< control thread, under snap_mu_
+  struct Published;
+  /// Packet lcore (publish): copies what the control socket shows into `out`.
+  void copy_state(TimePoint now, Published& out) const;
+  // Control thread (worker_snapshot.cc): JSON from a copy. Names, endpoints
+  // and link settings come from cfg_ and the peers' paths, which nothing
+  // changes after construction; everything that moves comes from the copy.
+  nlohmann::ordered_json render(const std::string& cmd, const Published& pub) const;
+  nlohmann::ordered_json render_status(const Published& pub) const;
+  nlohmann::ordered_json render_peers(const Published& pub) const;
+  nlohmann::ordered_json render_links(const Published& pub) const;
+  nlohmann::ordered_json render_flows(const Published& pub) const;
   void fill_metrics(TimePoint now, DataPathMetrics& m) const;  ///< worker_metrics.cc
 
   GatewayConfig cfg_;
@@ -489,10 +496,9 @@ class Worker {
   mutable std::mutex snap_mu_;
   mutable std::condition_variable snap_cv_;
   mutable std::atomic<bool> publish_wanted_{false};
-  uint64_t snap_gen_ = 0;  ///< publishes so far; guarded by snap_mu_
-  nlohmann::ordered_json snap_;
+  uint64_t snap_gen_ = 0;    ///< publishes so far; guarded by snap_mu_
   DataPathMetrics metrics_;  ///< guarded by snap_mu_
-  /// A flow as `rowanctl flows` lists it (copied by publish()).
+  /// A flow as `rowanctl flows` lists it.
   struct FlowView {
     FlowKey key;
     uint32_t peer = 0;
@@ -500,8 +506,46 @@ class Worker {
     double idle_s = 0;
   };
   static constexpr size_t kListedFlows = 1000;
-  std::vector<FlowView> flow_views_;       ///< guarded by snap_mu_
-  std::vector<FlowView> flow_views_next_;  ///< the worker's, swapped in under snap_mu_
+  /// A path's counters and the transport's view of it.
+  struct PathCopy {
+    io::IoStats io;
+    io::UdpStats udp;  ///< its socket's, own or shared (udp backend)
+    bool gso = false, gro = false;
+    std::array<uint64_t, static_cast<size_t>(MuxDrop::kCount)> mux_drops{};
+    DpdkWanStats wan;  ///< dpdk backend
+    PortStats port;    ///< dpdk backend, queue 0's worker
+    bool resolved = false;
+    transport::PathStats s;
+    bool session_up = false;
+  };
+  struct PeerCopy {
+    transport::ConnStats s;
+    std::vector<PathCopy> paths;
+    bool up = false, seen = false;
+    uint64_t outages = 0;
+    Duration outage_total, down_for, last_outage;
+    TimePoint last_rx;
+    std::string cc;
+    Bytes bdp = 0, send_budget = 0;
+    uint64_t carried_packets = 0, carried_bytes = 0, delivered_packets = 0, delivered_bytes = 0;
+    crypto::SecureStats ss;
+    bool peer_up = false;
+    uint64_t transport_resets = 0;
+  };
+  /// What the control socket shows, as plain values (publish copies it).
+  struct Published {
+    TimePoint at;
+    WorkerCounters ctr;
+    PortStats local_port;
+    std::vector<Route> routes;
+    uint64_t flows = 0, neighbors = 0, unresolved = 0, waiting = 0;
+    double busy = 0;
+    SplitEngine::View split;
+    std::vector<PeerCopy> peers;
+    std::vector<FlowView> listed;  ///< up to kListedFlows
+  };
+  Published pub_;       ///< guarded by snap_mu_
+  Published pub_next_;  ///< the worker's, swapped in under snap_mu_
 };
 
 /// "198.18.1.10", "2001:2::10" (control path).

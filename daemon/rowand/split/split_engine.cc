@@ -470,30 +470,65 @@ void SplitEngine::expire(TimePoint cutoff) noexcept {
   if (any) rebuild_index();
 }
 
-nlohmann::ordered_json SplitEngine::snapshot() const {
+void SplitEngine::view(View& v) const {
+  v.flows.clear();
+  for (const SplitFlow& sf : active()) {
+    if (sf.role == Role::kFree) continue;
+    View::FlowView& f = v.flows.emplace_back();
+    f.role = static_cast<uint8_t>(sf.role);
+    f.requester = sf.fwd.src;
+    f.responder = sf.fwd.dst;
+    f.responder_qp = sf.fwd.qp;
+    f.requester_qp = sf.rev_qp;
+    f.pmtu = sf.pmtu;
+    f.cm = sf.cm;
+    f.dead = sf.dead;
+    if (sf.role == Role::kIngress) {
+      f.expected_psn = sf.in.responder.expected_psn();
+      f.msn = sf.in.responder.msn();
+      f.base_confirmed = sf.in.responder.base_confirmed();
+      f.failed = sf.in.responder.failed();
+      f.responder_stats = sf.in.responder.stats();
+    } else if (sf.role == Role::kEgress) {
+      f.start_psn = sf.out.requester->start_psn();
+      f.next_psn = sf.out.requester->next_psn();
+      f.in_window = sf.out.requester->in_window();
+      f.failed = sf.out.requester->failed();
+      f.requester_stats = sf.out.requester->stats();
+    }
+  }
+  v.stats = stats_;
+  v.dreqs_waiting = held_n_;
+  v.cm_connections = cm_.size();
+  v.pool_slots = pool_.capacity();
+  v.pool_free = pool_.available();
+  v.pool_exhausted = pool_.exhausted();
+  v.memory_bytes = memory_bytes();
+}
+
+nlohmann::ordered_json SplitEngine::render(const View& v) {
   using J = nlohmann::ordered_json;
   J flows = J::array();
   static constexpr const char* kRoles[] = {"free", "tracking", "ingress", "egress"};
-  for (const SplitFlow& sf : active()) {
-    if (sf.role == Role::kFree) continue;
+  for (const View::FlowView& sf : v.flows) {
     char a[64];
     char b[64];
-    roce::format_ip_addr(sf.fwd.src, a, sizeof a);
-    roce::format_ip_addr(sf.fwd.dst, b, sizeof b);
-    J f{{"role", kRoles[static_cast<int>(sf.role)]},
+    roce::format_ip_addr(sf.requester, a, sizeof a);
+    roce::format_ip_addr(sf.responder, b, sizeof b);
+    J f{{"role", kRoles[sf.role]},
         {"requester", a},
         {"responder", b},
-        {"responder_qp", sf.fwd.qp},
-        {"requester_qp", sf.rev_qp},
+        {"responder_qp", sf.responder_qp},
+        {"requester_qp", sf.requester_qp},
         {"pmtu", sf.pmtu},
         {"paired_by", sf.cm ? "cm" : "ack"},
         {"dead", sf.dead}};
-    if (sf.role == Role::kIngress) {
-      const split::ResponderStats& s = sf.in.responder.stats();
-      f["expected_psn"] = sf.in.responder.expected_psn();
-      f["msn"] = sf.in.responder.msn();
-      f["base_confirmed"] = sf.in.responder.base_confirmed();
-      f["failed"] = sf.in.responder.failed();
+    if (sf.role == static_cast<uint8_t>(Role::kIngress)) {
+      const split::ResponderStats& s = sf.responder_stats;
+      f["expected_psn"] = sf.expected_psn;
+      f["msn"] = sf.msn;
+      f["base_confirmed"] = sf.base_confirmed;
+      f["failed"] = sf.failed;
       f["fatal_relayed"] = s.fatal_relayed;
       f["accepted"] = s.accepted;
       f["forwarded"] = s.forwarded;
@@ -505,12 +540,12 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
       f["acks"] = s.acks;
       f["naks"] = s.naks;
       f["cnps"] = s.cnps;
-    } else if (sf.role == Role::kEgress) {
-      const split::RequesterStats& s = sf.out.requester->stats();
-      f["start_psn"] = sf.out.requester->start_psn();
-      f["next_psn"] = sf.out.requester->next_psn();
-      f["in_window"] = sf.out.requester->in_window();
-      f["failed"] = sf.out.requester->failed();
+    } else if (sf.role == static_cast<uint8_t>(Role::kEgress)) {
+      const split::RequesterStats& s = sf.requester_stats;
+      f["start_psn"] = sf.start_psn;
+      f["next_psn"] = sf.next_psn;
+      f["in_window"] = sf.in_window;
+      f["failed"] = sf.failed;
       f["transmitted"] = s.transmitted;
       f["retransmitted"] = s.retransmitted;
       f["acked"] = s.acked;
@@ -521,7 +556,7 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
     }
     flows.push_back(std::move(f));
   }
-  const SplitStats& s = stats_;
+  const SplitStats& s = v.stats;
   return J{{"flows_tracked", s.flows_tracked},
            {"flows_paired", s.flows_paired},
            {"flows_egress", s.flows_egress},
@@ -550,17 +585,17 @@ nlohmann::ordered_json SplitEngine::snapshot() const {
            {"dreqs_held", s.dreqs_held},
            {"dreq_hold_expired", s.dreq_hold_expired},
            {"dreqs_held_early", s.dreqs_held_early},
-           {"dreqs_waiting", held_n_},
+           {"dreqs_waiting", v.dreqs_waiting},
            {"peer_restarts", s.peer_restarts},
            {"restart_failed", s.restart_failed},
            {"restart_naks", s.restart_naks},
            {"poison_sent", s.poison_sent},
            {"dead_dropped", s.dead_dropped},
-           {"cm_connections", cm_.size()},
-           {"pool_slots", pool_.capacity()},
-           {"pool_free", pool_.available()},
-           {"pool_exhausted", pool_.exhausted()},
-           {"memory_bytes", memory_bytes()},
+           {"cm_connections", v.cm_connections},
+           {"pool_slots", v.pool_slots},
+           {"pool_free", v.pool_free},
+           {"pool_exhausted", v.pool_exhausted},
+           {"memory_bytes", v.memory_bytes},
            {"flows", flows}};
 }
 

@@ -256,7 +256,37 @@ class SplitEngine {
     }
     return n;
   }
-  nlohmann::ordered_json snapshot() const;
+  /// What `rowanctl status` shows of split mode, as plain values: copied by
+  /// the packet worker (view), rendered as JSON by the control thread
+  /// (render).
+  struct View {
+    struct FlowView {
+      uint8_t role = 0;  ///< Role
+      roce::IpAddr requester, responder;
+      uint32_t responder_qp = 0, requester_qp = 0, pmtu = 0;
+      bool cm = false, dead = false, failed = false;
+      // Ingress: the responder half.
+      uint32_t expected_psn = 0, msn = 0;
+      bool base_confirmed = false;
+      split::ResponderStats responder_stats;
+      // Egress: the requester half.
+      uint32_t start_psn = 0, next_psn = 0, in_window = 0;
+      split::RequesterStats requester_stats;
+    };
+    SplitStats stats;
+    uint64_t dreqs_waiting = 0, cm_connections = 0, pool_slots = 0, pool_free = 0,
+             pool_exhausted = 0, memory_bytes = 0;
+    std::vector<FlowView> flows;
+  };
+  /// Copies the state into `v` (its flow vector's room is reused).
+  void view(View& v) const;
+  static nlohmann::ordered_json render(const View& v);
+  /// view and render in one, on the calling thread (tests).
+  nlohmann::ordered_json snapshot() const {
+    View v;
+    view(v);
+    return render(v);
+  }
 
  private:
   enum class Role : uint8_t { kFree, kTracking, kIngress, kEgress };
