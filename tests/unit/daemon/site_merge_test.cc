@@ -71,6 +71,33 @@ TEST(SiteMerge, PeersSumTrafficAndTakeTheWorstState) {
   EXPECT_EQ(m[0]["state"], "waiting");
 }
 
+// A dpdk WAN link with a queue pair per worker: each worker's path lists the
+// port's queue count and its own steering counters; only queue 0's worker
+// reports the port's own counters.
+TEST(SiteMerge, DpdkLinkQueuesAreThePortsAndSteeringAddsUp) {
+  const J w0 = J::array({J{{"name", "wan0"},
+                           {"state", "up"},
+                           {"queues", 2},
+                           {"resolved", true},
+                           {"steered", J{{"out", 7}, {"in", 3}}},
+                           {"drops", J{{"steer_full", 0}, {"wrong_source", 1}}},
+                           {"port", J{{"ipackets", 900}}}}});
+  const J w1 = J::array({J{{"name", "wan0"},
+                           {"state", "up"},
+                           {"queues", 2},
+                           {"resolved", true},
+                           {"steered", J{{"out", 3}, {"in", 7}}},
+                           {"drops", J{{"steer_full", 0}, {"wrong_source", 2}}}}});
+  const J m = merge_snapshots("links", {w0, w1});
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0]["queues"], 2u);  // the port's, not a sum
+  EXPECT_EQ(m[0]["steered"]["out"], 10u);
+  EXPECT_EQ(m[0]["steered"]["in"], 10u);
+  EXPECT_EQ(m[0]["drops"]["wrong_source"], 3u);
+  EXPECT_EQ(m[0]["port"]["ipackets"], 900u);  // reported once
+  EXPECT_EQ(m[0]["resolved"], true);
+}
+
 TEST(SiteMerge, FlowsCarryTheirWorker) {
   const J m = merge_snapshots("flows", {J::array({J{{"kind", "roce"}}}),
                                         J::array({J{{"kind", "tcp"}}, J{{"kind", "udp"}}})});
