@@ -597,21 +597,19 @@ void Worker::idle_wait(Duration d) noexcept {
   local_.disarm();
 }
 
-bool Worker::room_for(uint32_t records, bool any_flow) const noexcept {
+bool Worker::room_for(uint32_t records) const noexcept {
   // Whether some peer's send buffer takes `records` more records the size of
-  // the last one refused for backlog: for any flow (outside the admission
-  // reserve, send_admission.h), or at all.
+  // the last one refused for backlog.
   const Bytes want = static_cast<Bytes>(std::max<uint32_t>(backlog_record_, 64)) * records;
   for (const auto& p : peers_) {
-    const Bytes reserve = any_flow ? admission_reserve(p->conn->send_buffer_capacity()) : 0;
-    if (p->conn->send_buffer_free() >= want + reserve) return true;
+    if (p->conn->send_buffer_free() >= want) return true;
   }
   return false;
 }
 
 void Worker::local_rx(TimePoint now) noexcept {
   if (rx_held_) {
-    if (!room_for(kBurst, rx_held_for_share_) && now - rx_held_since_ < kRxHoldMax) return;
+    if (!room_for(kBurst) && now - rx_held_since_ < kRxHoldMax) return;
     rx_held_ = false;
   }
   rte_mbuf* pkts[kBurst];
@@ -669,15 +667,9 @@ void Worker::local_rx(TimePoint now) noexcept {
         drop(Drop::kUnsupportedL2, m);
       }
     }
-    // Everything that could be admitted was (no buffer takes a record), or a
-    // whole burst was refused (every flow in it is beyond its share of a
-    // buffer down to its reserve): leave the rest in the ring, until a burst
-    // fits again (for any flow, in the second case).
-    const bool full = burst_backlog_ > 0 && !room_for(1, false);
-    const bool over_share = n == kBurst && burst_backlog_ == kBurst;
-    if ((full || over_share) && !peers_.empty()) {
+    if (burst_backlog_ > 0 && !peers_.empty() && !room_for(1)) {
+      // Everything that could be admitted was; leave the rest in the ring.
       rx_held_ = true;
-      rx_held_for_share_ = !full;
       rx_held_since_ = now;
       ++ctr_.rx_holds;
       break;

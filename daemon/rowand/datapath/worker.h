@@ -461,21 +461,12 @@ class Worker {
   // CPU spent taking it is lost to the transport that would make room. The
   // site port is then left alone (its ring holds the frames, or drops them
   // at no CPU cost) until a burst of records fits again, or for at most
-  // kRxHoldMax, so ARP and the like still get through. The same when a whole
-  // burst was refused while the buffers still had room: every flow in it
-  // held its share of a buffer down to the reserve that admission keeps for
-  // flows under theirs (send_admission.h). A link that drains frees a
-  // record's room at a time, so "no room at all" then never comes, and the
-  // frames were taken only to be dropped; the hold ends when a burst fits
-  // outside the reserve.
+  // kRxHoldMax, so ARP and the like still get through.
   bool rx_held_ = false;
-  bool rx_held_for_share_ = false;  ///< held for a refused burst, not a full buffer
   TimePoint rx_held_since_;
   uint32_t burst_backlog_ = 0;   ///< backlog drops in the site burst being handled
   uint32_t backlog_record_ = 0;  ///< the size of the last record refused for backlog
-  /// Whether some peer's send buffer takes `records` records: for any flow
-  /// (outside the admission reserve), or at all.
-  bool room_for(uint32_t records, bool any_flow) const noexcept;
+  bool room_for(uint32_t records) const noexcept;
 
   // The flow cache: the header bytes that identify the flow of the last site
   // frame classified (IPv4 TCP or UDP: addresses, protocol, header length,

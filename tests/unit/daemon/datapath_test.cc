@@ -842,30 +842,6 @@ TEST(Forwarding, AHostThatNeverAnswersFailsAndTheOthersGoOn) {
   EXPECT_EQ(st["streams_waiting_for_host"], 0u);
 }
 
-// Gateway A alone on a memory site port, with a clock that stands still
-// unless advanced (the send-buffer tests below).
-struct LoneGateway {
-  explicit LoneGateway(uint16_t base)
-      : site(g_pool, "mem-a", kMacA),
-        a(config_for('a', base, static_cast<uint16_t>(base + 1)), site, clock) {}
-  /// `n` 1000-byte UDP frames of the flow from port `sport` into the ring.
-  bool inject(uint16_t sport, uint32_t n) {
-    for (uint32_t i = 0; i < n; ++i) {
-      if (!site.inject(frame4(kHostA, kHostB, 17, sport, 9, 0, 0, kMacA, kHostMacA, 1000))) {
-        return false;
-      }
-    }
-    return true;
-  }
-  void polls(int n) {
-    for (int i = 0; i < n; ++i) a.poll(clock.now());
-  }
-  uint64_t backlog() const { return a.counters().drops[static_cast<size_t>(Drop::kBacklog)]; }
-  MemorySiteIo site;
-  test::FakeClock clock;
-  Worker a;
-};
-
 // Receive livelock: a peer that never acknowledges (nobody listens on its
 // port), so one flow fills the send buffer. Once a burst meets a full
 // buffer the worker leaves the site port alone: the frames wait in the port's
@@ -874,60 +850,36 @@ struct LoneGateway {
 // one more burst, and holds again.
 TEST(Forwarding, AFullSendBufferLeavesFramesInTheSiteRing) {
   NEED_EAL();
-  LoneGateway g(gateway_ports());
+  const uint16_t base = gateway_ports();
+  MemorySiteIo site_a(g_pool, "mem-a", kMacA);
+  test::FakeClock clock;
+  Worker a(config_for('a', base, static_cast<uint16_t>(base + 1)), site_a, clock);
   // One pass with nothing waiting: the link counts as draining from now on
   // (the clock stands still, so it never looks stalled, where admission
   // keeps room for new flows and a frame might still be taken).
-  g.polls(1);
+  a.poll(clock.now());
   constexpr uint32_t kFrames = 1500;  // 1.5 MB of 1000-byte frames: several send buffers
-  ASSERT_TRUE(g.inject(40000, kFrames));
-  g.polls(200);
-  const uint64_t carried = g.a.counters().local_rx_packets - g.backlog();
-  EXPECT_EQ(g.a.counters().rx_holds, 1u);
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    ASSERT_TRUE(site_a.inject(frame4(kHostA, kHostB, 17, 40000, 9, 0, 0, kMacA, kHostMacA, 1000)));
+  }
+  for (int i = 0; i < 200; ++i) a.poll(clock.now());
+  const auto backlog = [&] { return a.counters().drops[static_cast<size_t>(Drop::kBacklog)]; };
+  const uint64_t carried = a.counters().local_rx_packets - backlog();
+  EXPECT_EQ(a.counters().rx_holds, 1u);
   EXPECT_GT(carried, 100u) << "the buffer took what it could first";
-  EXPECT_GT(g.backlog(), 0u);
-  EXPECT_LE(g.backlog(), 2u * 32u) << "frames taken only to be dropped";
-  EXPECT_EQ(g.site.rx_pending() + g.a.counters().local_rx_packets, kFrames);
-  EXPECT_GT(g.site.rx_pending(), kFrames / 3) << "the rest waits in the ring";
-  const size_t pending = g.site.rx_pending();
-  g.clock.advance(Worker::kRxHoldMax + Duration::from_us(1));
-  g.polls(50);
-  EXPECT_EQ(g.a.counters().rx_holds, 2u);
-  EXPECT_LT(g.site.rx_pending(), pending) << "after the hold's limit a burst is taken";
-  EXPECT_GE(g.site.rx_pending() + 32u * 4u, pending) << "but not the whole ring";
-  g.a.publish(g.clock.now());
-  const auto st = g.a.snapshot("status", Duration::zero());
+  EXPECT_GT(backlog(), 0u);
+  EXPECT_LE(backlog(), 2u * 32u) << "frames taken only to be dropped";
+  EXPECT_EQ(site_a.rx_pending() + a.counters().local_rx_packets, kFrames);
+  EXPECT_GT(site_a.rx_pending(), kFrames / 3) << "the rest waits in the ring";
+  const size_t pending = site_a.rx_pending();
+  clock.advance(Worker::kRxHoldMax + Duration::from_us(1));
+  for (int i = 0; i < 50; ++i) a.poll(clock.now());
+  EXPECT_EQ(a.counters().rx_holds, 2u);
+  EXPECT_LT(site_a.rx_pending(), pending) << "after the hold's limit a burst is taken";
+  EXPECT_GE(site_a.rx_pending() + 32u * 4u, pending) << "but not the whole ring";
+  a.publish(clock.now());
+  const auto st = a.snapshot("status", Duration::zero());
   EXPECT_EQ(st["worker"]["rx_holds"], 2u) << st["worker"].dump();
-}
-
-// A flow beyond its share of a send buffer down to its reserve is refused
-// while the buffer still has room (for flows under their share): after a
-// whole burst refused, the rest is left in the ring as a full buffer's is,
-// not taken only to be dropped.
-TEST(Forwarding, ABurstRefusedForItsSharesLeavesTheRestInTheSiteRing) {
-  NEED_EAL();
-  LoneGateway g(gateway_ports());
-  g.polls(1);
-  ASSERT_TRUE(g.inject(40001, 1));  // flow 2: two flows share the buffer from now on
-  g.polls(1);
-  constexpr uint32_t kFrames = 1500;
-  ASSERT_TRUE(g.inject(40000, kFrames));
-  g.polls(200);
-  const uint64_t taken = g.a.counters().local_rx_packets - 1;
-  EXPECT_EQ(g.a.counters().rx_holds, 1u);
-  EXPECT_GT(taken - g.backlog(), 100u) << "flow 1 took its share first";
-  EXPECT_GE(g.backlog(), 32u);
-  EXPECT_LE(g.backlog(), 2u * 32u) << "frames taken only to be dropped";
-  EXPECT_GT(g.site.rx_pending(), kFrames / 3) << "the rest waits in the ring";
-  const size_t pending = g.site.rx_pending();
-  // The hold ends at its limit and a burst is taken (and refused: flow 1
-  // is still beyond its share), then the worker holds again.
-  g.clock.advance(Worker::kRxHoldMax + Duration::from_us(1));
-  const uint64_t backlog_before = g.backlog();
-  g.polls(50);
-  EXPECT_LT(g.site.rx_pending(), pending) << "after the hold's limit a burst is taken";
-  EXPECT_EQ(g.a.counters().rx_holds, 2u);
-  EXPECT_LE(g.backlog() - backlog_before, 32u);
 }
 
 // Site `n` (1, 2, 3: 198.18.n.0/24) on one UDP link at `port`, with a
