@@ -27,6 +27,7 @@
 
 #include "tools/paths.h"
 #include "tools/shell.h"
+#include "tools/testbed.h"
 
 namespace rowan::test {
 namespace {
@@ -133,21 +134,9 @@ class TwoSiteTest : public ::testing::Test {
   // Site B's host: UDP datagrams its sockets dropped for want of buffer space
   // (the host's loss, not the network's).
   double udp_rcvbuf_errors() {
-    const Result r = exec('b', "cat /proc/net/snmp");
-    std::vector<std::string> names, values;
-    std::istringstream in(r.out);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("Udp: ", 0) != 0) continue;
-      std::istringstream words(line.substr(5));
-      std::vector<std::string>& into = names.empty() ? names : values;
-      for (std::string w; words >> w;) into.push_back(w);
-    }
-    for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
-      if (names[i] == "RcvbufErrors") return std::stod(values[i]);
-    }
-    ADD_FAILURE() << "no Udp RcvbufErrors in /proc/net/snmp";
-    return 0;
+    const std::optional<uint64_t> n = test::udp_rcvbuf_errors(exec('b', "cat /proc/net/snmp").out);
+    if (!n) ADD_FAILURE() << "no Udp RcvbufErrors in /proc/net/snmp";
+    return static_cast<double>(n.value_or(0));
   }
   struct Ping {
     std::vector<double> rtts;  // per reply, ms (ping prints 0.1 ms steps above 10 ms)

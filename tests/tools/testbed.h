@@ -22,7 +22,10 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +37,26 @@ namespace rowan::test {
 
 /// Why a testbed test cannot run here, or empty: not root, a tool missing
 /// (besides ip and ping), a binary not built (paths relative to binary_dir()).
+/// Udp RcvbufErrors from the text of /proc/net/snmp (a namespace's own):
+/// datagrams its sockets dropped for want of buffer space, the host's loss
+/// and not the network's. Nothing when the counter is missing.
+inline std::optional<uint64_t> udp_rcvbuf_errors(const std::string& snmp) {
+  std::vector<std::string> names;
+  std::vector<std::string> values;
+  std::istringstream in(snmp);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Udp: ", 0) != 0) continue;
+    std::istringstream words(line.substr(5));
+    std::vector<std::string>& into = names.empty() ? names : values;
+    for (std::string w; words >> w;) into.push_back(w);
+  }
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
+    if (names[i] == "RcvbufErrors") return std::stoull(values[i]);
+  }
+  return std::nullopt;
+}
+
 inline std::string testbed_missing(std::initializer_list<const char*> tools = {},
                                    std::initializer_list<const char*> binaries = {
                                        "/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand",

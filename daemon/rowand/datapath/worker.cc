@@ -298,7 +298,7 @@ PeerPath Worker::open_path(const PeerConfig& pc, size_t i, const crypto::Key& pr
     o.prefix_len = link.prefix_len;
     o.next_hop = link.next_hop;
     o.peer = path.endpoint.addr;
-    o.peer_port = static_cast<uint16_t>(path.endpoint.port - worker_.index);
+    o.peer_port = pc.endpoint_of(i).port;
     o.mtu = link.mtu;
     DpdkWanPort& port = ports->open(link.name, o);
     if (worker_.index == 0 && port.queues() > 1) {
