@@ -126,6 +126,7 @@ Bytes Rowan::send_quantum() const {
 }
 
 void Rowan::on_packet_sent(const SentEvent& ev) {
+  integrate_flight(ev.now, ev.in_flight);
   if (ev.in_flight <= ev.bytes && ev.app_limited) {
     // Restarting from idle: the gap is not ACK aggregation.
     ack_epoch_stamp_ = ev.now;
@@ -149,7 +150,9 @@ void Rowan::on_rto(TimePoint now) {
 }
 
 void Rowan::on_ack(const AckEvent& ev) {
+  integrate_flight(ev.now, ev.prior_in_flight);
   if (ev.round_start) end_round(ev);
+  flight_ = ev.in_flight;
   update_model(ev);
   update_ack_aggregation(ev);
   round_acked_ += ev.acked_bytes + ev.lost_bytes;  // randomly lost bytes also took the link
@@ -183,17 +186,42 @@ void Rowan::update_model(const AckEvent& ev) {
 }
 
 void Rowan::update_endpoint_delay(const AckEvent& ev) {
-  // The RTT sample is the path's: measured from the datagrams' receive
-  // times with the receiver's hold removed. What the sender's flight also
-  // waits for is the rest of the loop: the ACK held at the receiver, and
-  // this host's own lateness in handling it. Those bytes sit in the hosts,
-  // not in the bottleneck's queue.
+  // This host's own lateness in handling an ACK: the newest acked packet's
+  // loop less its RTT sample (the path's, measured from receive times with
+  // the receiver's hold removed) and the hold the receiver reported. It
+  // sizes the send quantum.
   if (ev.largest_acked_sent_time.is_zero() || ev.now <= ev.largest_acked_sent_time) return;
   const Duration loop = ev.now - ev.largest_acked_sent_time;
   const Duration endpoint = loop > ev.rtt ? loop - ev.rtt : Duration::zero();
   const Duration local = endpoint > ev.ack_delay ? endpoint - ev.ack_delay : Duration::zero();
-  host_ = host_ + (endpoint - host_) / 8;
   late_ = late_ + (local - late_) / 8;
+}
+
+void Rowan::integrate_flight(TimePoint now, Bytes next) {
+  if (!flight_stamp_.is_zero() && now > flight_stamp_)
+    round_flight_ += static_cast<double>(flight_) * static_cast<double>((now - flight_stamp_).ns());
+  flight_stamp_ = now;
+  flight_ = next;
+}
+
+void Rowan::update_hosts() {
+  // The hosts' part of the loop, by Little's law over the round: the
+  // integral of bytes in flight over time, divided by the bytes the round
+  // delivered, is the mean time a byte spent in flight; less the round's
+  // mean RTT (the path's, queue included) it is the time outside the path:
+  // ACKs held at the receiver and handled late here. Measured per ACK from
+  // its newest packet alone, it missed the wait of every older packet the
+  // ACK covers: a receiver that wakes late by D acknowledges D of data at
+  // once, and those bytes waited D/2 on average. Those bytes sit in the
+  // hosts, not in the bottleneck's queue.
+  if (round_acked_ > 0 && round_rtt_n_ > 0 && round_flight_ > 0) {
+    const Duration loop =
+        Duration::from_ns(static_cast<int64_t>(round_flight_ / static_cast<double>(round_acked_)));
+    const Duration mean = round_rtt_sum_ / static_cast<int64_t>(round_rtt_n_);
+    const Duration outside = loop > mean ? loop - mean : Duration::zero();
+    host_ = host_ + (outside - host_) / 4;
+  }
+  round_flight_ = 0;
 }
 
 void Rowan::update_ack_aggregation(const AckEvent& ev) {
@@ -216,6 +244,7 @@ void Rowan::update_ack_aggregation(const AckEvent& ev) {
 
 void Rowan::end_round(const AckEvent& ev) {
   ++rounds_;
+  update_hosts();
   if (!draining_) ++bw_rounds_;
   const Duration dur = ev.now - round_start_time_;
   const BitsPerSec delivered =
@@ -640,7 +669,11 @@ void Rowan::set_outputs() {
           slack = slack > cut ? slack - cut : 0;
         }
         const Bytes up = excess_bytes(extra);
-        cwnd = bdp1 + std::min(slack, std::max(bdp1 / 4, 2 * mss_)) + up + hosts_allowance(aggr);
+        const Bytes kept = std::min(slack, std::max(bdp1 / 4, 2 * mss_));
+        // Only the aggregation allowance the cap kept overlaps the hosts'
+        // part: where the BDP is small beside the hosts' lateness (short
+        // paths, late hosts) the cap cuts most of it away.
+        cwnd = bdp1 + kept + up + hosts_allowance(std::min(aggr, kept));
       } else {
         const double gain = cycle_idx_ == 0   ? config_.probe_gain
                             : cycle_idx_ == 1 ? 2.0 - config_.probe_gain

@@ -118,6 +118,8 @@ class Rowan final : public CongestionController {
   void update_model(const AckEvent& ev);
   void update_ack_aggregation(const AckEvent& ev);
   void update_endpoint_delay(const AckEvent& ev);
+  void integrate_flight(TimePoint now, Bytes next);
+  void update_hosts();
   void answer_test_phase(TimePoint now);
   void answer_test_sample(const AckEvent& ev);
   Bytes hosts_allowance(Bytes aggr) const;
@@ -157,8 +159,14 @@ class Rowan final : public CongestionController {
   Duration round_rtt_sum_;
   uint64_t round_rtt_n_ = 0;
   Duration spread_;  ///< EWMA of the round's mean RTT above its least one
-  Duration host_;    ///< EWMA of the loop's part outside the path (ACK hold + own lateness)
+  Duration host_;    ///< EWMA of the loop's part outside the path (Little's law per round)
   Duration late_;    ///< EWMA of this host's lateness in handling an ACK
+  // Little's law over the loop: the round's integral of bytes in flight
+  // over time, divided by the bytes it delivered, is the mean time a byte
+  // spent in flight.
+  TimePoint flight_stamp_;
+  Bytes flight_ = 0;
+  double round_flight_ = 0;  ///< byte·ns this round
   // Does the standing queue answer this flow's own inflight (its cycle's
   // 0.75 phase)? kProbing: the probe before it; kDraining: the phase;
   // kWaiting: the phase's packets still to be acked.
