@@ -150,9 +150,8 @@ void Rowan::on_rto(TimePoint now) {
 }
 
 void Rowan::on_ack(const AckEvent& ev) {
-  integrate_flight(ev.now, ev.prior_in_flight);
+  integrate_flight(ev.now, ev.in_flight);  // the round's integral runs up to now
   if (ev.round_start) end_round(ev);
-  flight_ = ev.in_flight;
   update_model(ev);
   update_ack_aggregation(ev);
   round_acked_ += ev.acked_bytes + ev.lost_bytes;  // randomly lost bytes also took the link

@@ -35,8 +35,6 @@
 
 namespace rowan::test {
 
-/// Why a testbed test cannot run here, or empty: not root, a tool missing
-/// (besides ip and ping), a binary not built (paths relative to binary_dir()).
 /// Udp RcvbufErrors from the text of /proc/net/snmp (a namespace's own):
 /// datagrams its sockets dropped for want of buffer space, the host's loss
 /// and not the network's. Nothing when the counter is missing.
@@ -57,6 +55,8 @@ inline std::optional<uint64_t> udp_rcvbuf_errors(const std::string& snmp) {
   return std::nullopt;
 }
 
+/// Why a testbed test cannot run here, or empty: not root, a tool missing
+/// (besides ip and ping), a binary not built (paths relative to binary_dir()).
 inline std::string testbed_missing(std::initializer_list<const char*> tools = {},
                                    std::initializer_list<const char*> binaries = {
                                        "/tools/rowan-wanem/rowan-wanem", "/daemon/rowand/rowand",
