@@ -21,6 +21,10 @@ constexpr uint32_t kMaxHeadroomTargets = 2;  // headroom ≤ 2 targets (and ≤ 
 constexpr uint32_t kTrialCycles = 8;         // model mode tries delay mode every 8 cycles ...
 constexpr uint32_t kMaxTrialFactor = 8;      // ... backing off to every 64 against a buffer-filler
 constexpr uint32_t kExtraAckedWinRounds = 5;
+// A floor under the RTT is counted only by a flow that carries this share of
+// the hinted link: a drain by one flow cannot tell a floor from other flows'
+// queue, and nearly alone on the link no one else holds one.
+constexpr double kCarriesLink = 0.95;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
 constexpr double kPacingMargin = 0.99;                   // model mode paces 1 % under bw (BBR)
 constexpr Duration kDrainTime = Duration::from_ms(200);  // min-RTT drain: 200 ms or a round
@@ -91,6 +95,10 @@ Duration Rowan::rtt_or_hint() const {
 }
 
 BitsPerSec Rowan::capacity() const { return std::max(hints_.link_rate, rate()); }
+
+bool Rowan::carries_link() const {
+  return !hints_.link_rate.is_zero() && bw_max_.get() >= hints_.link_rate.scaled(kCarriesLink);
+}
 
 BitsPerSec Rowan::floor_rate() const {
   return BitsPerSec::from_bytes_per(kMinCwndPackets * mss_, rtt_or_hint());
@@ -251,6 +259,9 @@ void Rowan::end_round(const AckEvent& ev) {
   const Duration m = min_rtt_.get();
   queue_valid_ = !round_min_rtt_.is_infinite() && !m.is_infinite();
   if (queue_valid_) queue_ = round_min_rtt_ > m ? round_min_rtt_ - m : Duration::zero();
+  // A floor lies under every sample: a round that saw less had none.
+  if (queue_valid_) floor_ = std::min(floor_, queue_);
+  if (!carries_link()) floor_ = Duration::zero();
   const uint64_t pkts = round_acked_pkts_ + round_lost_pkts_;
   const bool heavy = round_lost_pkts_ >= kMinHeavyLossPackets &&
                      static_cast<double>(round_lost_pkts_) > config_.heavy_loss * pkts;
@@ -374,7 +385,7 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   }
   if (!queue_valid_) return;
   const Duration t = target();
-  const Duration q = queue_;
+  const Duration q = queue_ - std::min(floor_, queue_);
   // Delay moves only the headroom: the inflight this flow keeps above the
   // model's BDP. Noise that looks like a queue can take the headroom to
   // zero, never the rate below the model (cwnd ≥ BDP + the ACK-aggregation
@@ -525,8 +536,10 @@ void Rowan::advance_cycle(const AckEvent& ev) {
   if (cycle_idx_ == 0) {
     // Probe until in-flight reaches the probe's bound or there is loss, for
     // two round trips at most (an app-limited flow never reaches it).
-    const Bytes bound = mode_ == Mode::kDelay ? bdp(bw, 1.0) + excess_bytes(probe_extra_)
-                                              : bdp(bw, config_.probe_gain);
+    // A floor is part of the pipe: the probe's excess is above it.
+    const Bytes bound = mode_ == Mode::kDelay
+                            ? bdp(bw, 1.0) + bw.bytes_in(floor_) + excess_bytes(probe_extra_)
+                            : bdp(bw, config_.probe_gain);
     next = ev.now - cycle_stamp_ > rtt * 2 ||
            (full_length && (ev.lost_bytes > 0 || ev.prior_in_flight >= bound));
   } else if (cycle_idx_ == 1) {
@@ -599,9 +612,11 @@ void Rowan::answer_test_phase(TimePoint now) {
   } else if (cycle_idx_ == 1 && answer_state_ == AnswerTest::kProbing) {
     answer_from_ = now;
     answer_min_ = Duration::infinite();
+    answer_out_ = flight_;
     answer_state_ = AnswerTest::kDraining;
   } else if (cycle_idx_ == 2 && answer_state_ == AnswerTest::kDraining) {
     answer_to_ = now;
+    answer_out_ = answer_out_ > flight_ ? answer_out_ - flight_ : 0;
     answer_state_ = AnswerTest::kWaiting;
   }
 }
@@ -620,7 +635,24 @@ void Rowan::answer_test_sample(const AckEvent& ev) {
   if (answer_min_.is_infinite() || m.is_infinite()) return;
   const Duration qd = answer_min_ > m ? answer_min_ - m : Duration::zero();
   const Duration drop = answer_q0_ > qd ? answer_q0_ - qd : Duration::zero();
-  queue_answers_ = drop * 2 >= answer_excess_;
+  // A queue the flow built shrinks by what the phase took out of its
+  // flight: its excess, or less where the excess (a floor counted in the
+  // flight) is more than a phase at 0.75 for one min RTT takes out, or
+  // where the model's rate is above the link's and 0.75 of it drains less.
+  const Duration drained = std::min(answer_excess_, capacity().transfer_time(answer_out_));
+  queue_answers_ = drop * 2 >= drained;
+  // What did not move is a floor (jitter kept in FIFO order, a late path):
+  // the flight covers it and the targets are judged above it. It counts
+  // only where nothing else can explain it, since a drain by one flow cannot
+  // tell a floor from other flows' queue (their probes, a buffer-filler's
+  // sawtooth, fill what it took out): the queue answered (flows' excess);
+  // it grew across the test (a newcomer's startup, a buffer-filler); the
+  // flow carries less than kCarriesLink of the hinted link (someone else
+  // may hold the queue); or the test before said otherwise (one test can
+  // fall in another flow's drain).
+  const bool still = !queue_answers_ && qd <= answer_q0_ && carries_link();
+  floor_ = still && floor_seen_ ? std::min(qd, rtt_or_hint()) : Duration::zero();
+  floor_seen_ = still;
 }
 
 void Rowan::set_outputs() {
@@ -663,12 +695,20 @@ void Rowan::set_outputs() {
         // queue there, and N flows' slack (or a long-RTT flow's) would hold
         // it against every flow's target. A floor that did not answer
         // (jitter, a late path) keeps the slack that delivers through it.
-        if (queue_answers_ && queue_valid_ && queue_ > target()) {
-          const Bytes cut = bw.bytes_in(queue_ - target());
+        const Duration q = queue_ - std::min(floor_, queue_);
+        if (queue_answers_ && queue_valid_ && q > target()) {
+          const Bytes cut = bw.bytes_in(q - target());
           slack = slack > cut ? slack - cut : 0;
         }
         const Bytes up = excess_bytes(extra);
-        const Bytes kept = std::min(slack, std::max(bdp1 / 4, 2 * mss_));
+        // A floor is time every byte spends on the path outside any queue:
+        // the cap, there for queue, stands above it. The aggregation
+        // allowance overlaps it (ACKs bunched behind the same jitter). The
+        // 0.75 phase leaves it out, so that a queue the allowance itself
+        // built drains and the next test finds the floor alone.
+        const Bytes fl = cycle_idx_ == 1 ? 0 : bw.bytes_in(floor_);
+        const Bytes kept =
+            std::min(slack + fl - std::min(aggr, fl), std::max(bdp1 / 4, 2 * mss_) + fl);
         // Only the aggregation allowance the cap kept overlaps the hosts'
         // part: where the BDP is small beside the hosts' lateness (short
         // paths, late hosts) the cap cuts most of it away.

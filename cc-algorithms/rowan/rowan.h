@@ -101,6 +101,9 @@ class Rowan final : public CongestionController {
   Duration min_rtt() const { return min_rtt_.get(); }
   /// The last round's standing queue (its least RTT − the min RTT).
   Duration queue_delay() const { return queue_; }
+  /// The delay floor under every sample that did not answer the flow's own
+  /// drain (0 when the queue answered).
+  Duration delay_floor() const { return floor_; }
   /// This flow's current target queueing delay (target_queue + flow scaling).
   Duration target() const;
   /// The capacity the flow scales its target and increase against: the
@@ -138,6 +141,8 @@ class Rowan final : public CongestionController {
   Duration max_headroom() const;
   Bytes excess_bytes(Duration extra) const;
   BitsPerSec floor_rate() const;
+  /// The flow carries nearly all of the hinted link (kCarriesLink of it).
+  bool carries_link() const;
 
   Config config_;
   Bytes mss_;
@@ -173,9 +178,15 @@ class Rowan final : public CongestionController {
   enum class AnswerTest : uint8_t { kIdle, kProbing, kDraining, kWaiting };
   AnswerTest answer_state_ = AnswerTest::kIdle;
   bool queue_answers_ = false;
-  Duration answer_q0_;      ///< the cruising queue before the probe
-  Duration answer_excess_;  ///< the flow's flight above the BDP then, as time at C
-  Duration answer_min_;     ///< least RTT of the packets the phase sent
+  bool floor_seen_ = false;  ///< the last test did not answer either
+  Duration answer_q0_;       ///< the cruising queue before the probe
+  Duration answer_excess_;   ///< the flow's flight above the BDP then, as time at C
+  Duration answer_min_;      ///< least RTT of the packets the phase sent
+  Bytes answer_out_ = 0;     ///< the flight when the phase began, then what it took out
+  // The delay floor: the part of the standing queue that did not answer the
+  // flow's own drain (jitter kept in FIFO order, a late path). It is not a
+  // queue: the flight covers it and the targets are judged above it.
+  Duration floor_;
   TimePoint answer_from_;
   TimePoint answer_to_;
   bool round_app_limited_ = false;
