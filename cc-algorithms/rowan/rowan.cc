@@ -24,7 +24,7 @@ constexpr uint32_t kExtraAckedWinRounds = 5;
 // A floor under the RTT is counted only by a flow that carries this share of
 // the hinted link: a drain by one flow cannot tell a floor from other flows'
 // queue, and nearly alone on the link no one else holds one.
-constexpr double kCarriesLink = 0.95;
+constexpr double kCarriesLink = 0.9;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
 constexpr double kPacingMargin = 0.99;                   // model mode paces 1 % under bw (BBR)
 constexpr Duration kDrainTime = Duration::from_ms(200);  // min-RTT drain: 200 ms or a round
