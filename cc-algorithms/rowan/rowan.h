@@ -16,7 +16,10 @@
 //    keeps a BDP delivering through jitter and late hosts; the slack
 //    (spread, aggregation, quantum) gives way to a standing queue that
 //    answers the flow's own inflight (its 0.75 phase), not to a floor that
-//    does not. The hosts' part of the loop (the ACK held at the receiver,
+//    does not. A floor the test found twice in a row, in a queue that did
+//    not grow, while the flow carries 90 % of the hinted link, is covered
+//    by the flight and the targets are judged above it (FIFO jitter, a late
+//    path). The hosts' part of the loop (the ACK held at the receiver,
 //    this host's lateness: outside an RTT measured from receive
 //    timestamps) is added on top, since those bytes wait in the hosts.
 //    Noise that looks like a queue can take the headroom but never the
