@@ -385,7 +385,7 @@ void Rowan::delay_round(BitsPerSec delivered, bool heavy) {
   }
   if (!queue_valid_) return;
   const Duration t = target();
-  const Duration q = queue_ - std::min(floor_, queue_);
+  const Duration q = queue_above_floor();
   // Delay moves only the headroom: the inflight this flow keeps above the
   // model's BDP. Noise that looks like a queue can take the headroom to
   // zero, never the rate below the model (cwnd ≥ BDP + the ACK-aggregation
@@ -695,7 +695,7 @@ void Rowan::set_outputs() {
         // queue there, and N flows' slack (or a long-RTT flow's) would hold
         // it against every flow's target. A floor that did not answer
         // (jitter, a late path) keeps the slack that delivers through it.
-        const Duration q = queue_ - std::min(floor_, queue_);
+        const Duration q = queue_above_floor();
         if (queue_answers_ && queue_valid_ && q > target()) {
           const Bytes cut = bw.bytes_in(q - target());
           slack = slack > cut ? slack - cut : 0;

@@ -46,6 +46,7 @@
 // per ACK on a handful of multiplications (as bbr.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/windowed_filter.h"
@@ -104,9 +105,6 @@ class Rowan final : public CongestionController {
   Duration min_rtt() const { return min_rtt_.get(); }
   /// The last round's standing queue (its least RTT − the min RTT).
   Duration queue_delay() const { return queue_; }
-  /// The delay floor under every sample that did not answer the flow's own
-  /// drain (0 when the queue answered).
-  Duration delay_floor() const { return floor_; }
   /// This flow's current target queueing delay (target_queue + flow scaling).
   Duration target() const;
   /// The capacity the flow scales its target and increase against: the
@@ -146,6 +144,8 @@ class Rowan final : public CongestionController {
   BitsPerSec floor_rate() const;
   /// The flow carries nearly all of the hinted link (kCarriesLink of it).
   bool carries_link() const;
+  /// The last round's standing queue above the delay floor.
+  Duration queue_above_floor() const { return queue_ - std::min(floor_, queue_); }
 
   Config config_;
   Bytes mss_;
