@@ -25,6 +25,9 @@ constexpr uint32_t kExtraAckedWinRounds = 5;
 // the hinted link: a drain by one flow cannot tell a floor from other flows'
 // queue, and nearly alone on the link no one else holds one.
 constexpr double kCarriesLink = 0.9;
+// ... over this many answer tests in a row (a windfall while other flows
+// drain for their min RTT lasts a bw window, one or two tests).
+constexpr uint8_t kFloorTests = 4;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
 constexpr double kPacingMargin = 0.99;                   // model mode paces 1 % under bw (BBR)
 constexpr Duration kDrainTime = Duration::from_ms(200);  // min-RTT drain: 200 ms or a round
@@ -261,7 +264,10 @@ void Rowan::end_round(const AckEvent& ev) {
   if (queue_valid_) queue_ = round_min_rtt_ > m ? round_min_rtt_ - m : Duration::zero();
   // A floor lies under every sample: a round that saw less had none.
   if (queue_valid_) floor_ = std::min(floor_, queue_);
-  if (!carries_link()) floor_ = Duration::zero();
+  if (!carries_link()) {
+    floor_ = Duration::zero();
+    answer_tests_ = 0;  // the means start over once the flow carries the link again
+  }
   const uint64_t pkts = round_acked_pkts_ + round_lost_pkts_;
   const bool heavy = round_lost_pkts_ >= kMinHeavyLossPackets &&
                      static_cast<double>(round_lost_pkts_) > config_.heavy_loss * pkts;
@@ -642,17 +648,39 @@ void Rowan::answer_test_sample(const AckEvent& ev) {
   const Duration drained = std::min(answer_excess_, capacity().transfer_time(answer_out_));
   queue_answers_ = drop * 2 >= drained;
   // What did not move is a floor (jitter kept in FIFO order, a late path):
-  // the flight covers it and the targets are judged above it. It counts
-  // only where nothing else can explain it, since a drain by one flow cannot
-  // tell a floor from other flows' queue (their probes, a buffer-filler's
-  // sawtooth, fill what it took out): the queue answered (flows' excess);
-  // it grew across the test (a newcomer's startup, a buffer-filler); the
-  // flow carries less than kCarriesLink of the hinted link (someone else
-  // may hold the queue); or the test before said otherwise (one test can
-  // fall in another flow's drain).
-  const bool still = !queue_answers_ && qd <= answer_q0_ && carries_link();
-  floor_ = still && floor_seen_ ? std::min(qd, rtt_or_hint()) : Duration::zero();
-  floor_seen_ = still;
+  // the flight covers it and the targets are judged above it. One test
+  // cannot tell: jitter in both directions moves each of its two round
+  // minima by about as much as the phase takes out, so single tests (or two
+  // in a row) say "floor" or "answers" at random. The floor is judged on the
+  // tests' running means, where that noise averages out and a queue that
+  // answers still falls by what the phase took out. It counts only where
+  // nothing else can explain it, since a drain by one flow cannot tell a
+  // floor from other flows' queue (their probes, a buffer-filler's sawtooth,
+  // fill what it took out): the queue answered on average (flows' excess);
+  // it grew on average across the tests (a newcomer's startup, a
+  // buffer-filler); or the flow carries less than kCarriesLink of the
+  // hinted link (someone else may hold the queue).
+  const Duration fall = answer_q0_ - qd;
+  if (!carries_link()) {
+    answer_tests_ = 0;
+  } else if (answer_tests_ == 0) {
+    mean_drop_ = fall;
+    mean_drained_ = drained;
+    mean_left_ = qd;
+  } else {
+    mean_drop_ += (fall - mean_drop_) / 4;
+    mean_drained_ += (drained - mean_drained_) / 4;
+    mean_left_ += (qd - mean_left_) / 4;
+  }
+  if (carries_link() && answer_tests_ < 255) ++answer_tests_;
+  const Duration half = mean_drained_ / 2;
+  // Once counted, the floor's own allowance builds queue that the next
+  // phase drains (it leaves the floor out), so it stays until the queue
+  // answers by all the phase took out, not half.
+  const Duration answers_at = floor_.is_zero() ? half : mean_drained_;
+  const bool still = answer_tests_ >= kFloorTests && mean_drop_ < answers_at &&
+                     mean_drop_ > Duration::zero() - half;
+  floor_ = still ? std::min(mean_left_, rtt_or_hint()) : Duration::zero();
 }
 
 void Rowan::set_outputs() {

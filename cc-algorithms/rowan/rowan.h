@@ -16,10 +16,10 @@
 //    keeps a BDP delivering through jitter and late hosts; the slack
 //    (spread, aggregation, quantum) gives way to a standing queue that
 //    answers the flow's own inflight (its 0.75 phase), not to a floor that
-//    does not. A floor the test found twice in a row, in a queue that did
-//    not grow, while the flow carries 90 % of the hinted link, is covered
-//    by the flight and the targets are judged above it (FIFO jitter, a late
-//    path). The hosts' part of the loop (the ACK held at the receiver,
+//    does not. A floor the tests find on average (over four or more, all
+//    while the flow carries 90 % of the hinted link, in a queue that did
+//    not grow) is covered by the flight and the targets are judged above
+//    it (FIFO jitter, a late path). The hosts' part of the loop (the ACK held at the receiver,
 //    this host's lateness: outside an RTT measured from receive
 //    timestamps) is added on top, since those bytes wait in the hosts.
 //    Noise that looks like a queue can take the headroom but never the
@@ -181,24 +181,29 @@ class Rowan final : public CongestionController {
   enum class AnswerTest : uint8_t { kIdle, kProbing, kDraining, kWaiting };
   AnswerTest answer_state_ = AnswerTest::kIdle;
   bool queue_answers_ = false;
-  bool floor_seen_ = false;  ///< the last test did not answer either
-  Duration answer_q0_;       ///< the cruising queue before the probe
-  Duration answer_excess_;   ///< the flow's flight above the BDP then, as time at C
-  Duration answer_min_;      ///< least RTT of the packets the phase sent
-  Bytes answer_out_ = 0;     ///< the flight when the phase began, then what it took out
+  uint8_t answer_tests_ = 0;  ///< tests in the means below (saturates)
+  bool round_app_limited_ = false;
+  bool queue_valid_ = false;
+  bool prev_queue_valid_ = false;
+  bool prev_delta_valid_ = false;
+  Duration answer_q0_;      ///< the cruising queue before the probe
+  Duration answer_excess_;  ///< the flow's flight above the BDP then, as time at C
+  Duration answer_min_;     ///< least RTT of the packets the phase sent
+  Bytes answer_out_ = 0;    ///< the flight when the phase began, then what it took out
   // The delay floor: the part of the standing queue that did not answer the
   // flow's own drain (jitter kept in FIFO order, a late path). It is not a
   // queue: the flight covers it and the targets are judged above it.
   Duration floor_;
+  // The tests' running means (EWMA 1/4): the queue's fall across the
+  // phase (signed), what the phase took out, and the queue it left.
+  Duration mean_drop_;
+  Duration mean_drained_;
+  Duration mean_left_;
   TimePoint answer_from_;
   TimePoint answer_to_;
-  bool round_app_limited_ = false;
   Duration queue_;
-  bool queue_valid_ = false;
   Duration prev_queue_;
-  bool prev_queue_valid_ = false;
   Duration prev_delta_;
-  bool prev_delta_valid_ = false;
   Duration noise_;  ///< EWMA of the standing queue's round-to-round jumps
   // Startup plateau detection (BBR full_bw).
   BitsPerSec full_bw_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "registry.h"
 #include "sim.h"
@@ -23,6 +24,13 @@ Scenario base(const std::string& cc) {
   s.duration = Duration::from_s(10);
   s.warmup = Duration::from_s(2);
   return s;
+}
+
+// The scenario's algorithm, then bbr, on the same path.
+std::pair<Result, Result> run_beside_bbr(Scenario s) {
+  Result r = run(s);
+  s.cc = "bbr";
+  return {std::move(r), run(s)};
 }
 
 class PerAlgorithm : public ::testing::TestWithParam<std::string> {
@@ -177,12 +185,36 @@ TEST(Sim, RowanCoversAJitterFloorItCannotDrain) {
     s.warmup = Duration::from_s(3);
     s.jitter = Duration::from_ms(3);
     s.loss = loss;
-    const Result r = run(s);
-    s.cc = "bbr";
-    const Result b = run(s);
+    const auto [r, b] = run_beside_bbr(s);
     EXPECT_GE(r.utilization, 0.9) << loss;
     EXPECT_GE(r.utilization, 0.95 * b.utilization) << loss;
     EXPECT_LE(r.queue_delay_p95_s, 0.75 * b.queue_delay_p95_s) << loss;
+  }
+}
+
+// rowan-wanem jitters both directions in FIFO order (±1 ms each on the
+// testbed), so ACKs bunch too and every round's least RTT moves by about as
+// much as the answer test's drain takes out: one test, or two in a row, says
+// "floor" or "answers" at random, and with the floor uncounted the flagship
+// held its flight under what the jitter needs (rowan-perf 0.81-0.89 of Linux
+// BBR at 10 ms on the testbed). The floor is judged on the tests' running
+// means (docs/cc-rowan.md, "The floor"). Here, the testbed's 100 Mbit/s ×
+// 10 ms path with the hosts' late wake-ups and receive timestamps: before,
+// 0.96 / 0.87 / 0.86 of the link at loss 0 / 0.1 / 1 % without late hosts
+// and 0.92 / 0.80 / 0.77 with them, where bbr carried 0.99-1.00.
+TEST(Sim, RowanCoversAJitterFloorInBothDirections) {
+  for (const double loss : {0.0, 0.001, 0.01}) {
+    Scenario s = base(std::string(cc::kDefaultAlgorithm));
+    s.rtt = Duration::from_ms(8);
+    s.jitter = Duration::from_ms(2);
+    s.ack_jitter = Duration::from_ms(2);
+    s.host_delay = Duration::from_us(300);
+    s.rx_stamps = true;
+    s.loss = loss;
+    const auto [r, b] = run_beside_bbr(s);
+    EXPECT_GE(r.utilization, 0.9) << loss;
+    EXPECT_GE(r.utilization, 0.93 * b.utilization) << loss;
+    EXPECT_LE(r.queue_delay_p95_s, 0.5 * b.queue_delay_p95_s) << loss;
   }
 }
 

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   s.cc = std::string(rowan::cc::kDefaultAlgorithm);
   std::string rate = "10gbit", rtt = "40ms", loss = "0", buffer = "1bdp", stagger = "0s",
               duration = "30s", warmup = "0s", rtts, flow_ccs, burst_loss, sample, jitter = "0s",
-              host_delay = "0s", host_offset = "0s", rr, fec = "adaptive";
+              ack_jitter = "0s", host_delay = "0s", host_offset = "0s", rr, fec = "adaptive";
   std::vector<std::string> params, steps, downs;
   int paths = 0;
   bool json = false, list = false;
@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--jitter", jitter,
                  "extra one-way delay after the bottleneck, uniform in [0, J], no reordering");
+  app.add_option("--ack-jitter", ack_jitter,
+                 "the same on the reverse path (ACKs): uniform in [0, J], no reordering");
   app.add_option("--host-delay", host_delay,
                  "hosts wake late by uniform [0, D] for timers and arrivals (batched)");
   app.add_option("--host-offset", host_offset,
@@ -202,6 +204,7 @@ int main(int argc, char** argv) {
     s.duration = rowan::cc::parse_duration(duration);
     s.warmup = rowan::cc::parse_duration(warmup);
     s.jitter = rowan::cc::parse_duration(jitter);
+    s.ack_jitter = rowan::cc::parse_duration(ack_jitter);
     s.host_delay = rowan::cc::parse_duration(host_delay);
     s.host_offset = rowan::cc::parse_duration(host_offset);
     if (!rr.empty()) s.rr_request = parse_size(rr);

@@ -71,6 +71,7 @@ struct Flow {
   uint64_t tx_written = 0;
   uint64_t app_window = 0;          ///< tcp_source: end-to-end window of the host TCP
   std::vector<TimePoint> fwd_last;  // per path: latest forward delivery (jitter never reorders)
+  std::vector<TimePoint> rev_last;  // per path: latest reverse delivery (ACK jitter, the same)
   uint64_t verify_errors = 0;
   bool drained = false;
   std::vector<double> recent;  // throughput of the last samples (bit/s)
@@ -154,6 +155,7 @@ class Simulation {
         f.rev.push_back(std::make_unique<Pipe>(slot_));
       }
       f.fwd_last.resize(links_.size());
+      f.rev_last.resize(links_.size());
       f.snd.flow = &f;
       f.snd.sender = true;
       f.rcv.flow = &f;
@@ -205,6 +207,14 @@ class Simulation {
   void sample();
   void outage(size_t idx, bool begin);
   bool admit(Link& link, uint32_t wire_len, TimePoint* depart);
+  /// `at` plus uniform [0, j], never before `last` (jitter keeps FIFO order).
+  TimePoint jittered(TimePoint at, Duration j, TimePoint& last) {
+    if (j.ns() <= 0) return at;
+    at += Duration::from_ns(static_cast<int64_t>(uni_(rng_) * static_cast<double>(j.ns())));
+    at = std::max(at, last);
+    last = at;
+    return at;
+  }
   bool random_loss(Link& link);
   static uint32_t pipe_aux(size_t path, bool forward) {
     return static_cast<uint32_t>(path << 2) | (forward ? 1U : 0U);
@@ -413,20 +423,14 @@ void Simulation::transmit(Endpoint& ep, size_t i, bool* was_empty) {
   TimePoint at;
   if (ep.sender) {
     if (!admit(link, out_[i].wire_len, &at)) return;
-    at += path_rtt(f, path) / 2 + s_.host_offset;
-    if (s_.jitter.ns() > 0) {
-      at +=
-          Duration::from_ns(static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
-      at = std::max(at, f.fwd_last[path]);
-      f.fwd_last[path] = at;
-    }
+    at = jittered(at + path_rtt(f, path) / 2 + s_.host_offset, s_.jitter, f.fwd_last[path]);
   } else {
     if (link.down) {
       ++link.outage_drops;
       return;
     }
     const Duration rtt = path_rtt(f, path);
-    at = now + (rtt - rtt / 2);
+    at = jittered(now + (rtt - rtt / 2), s_.ack_jitter, f.rev_last[path]);
   }
   if (pipe.empty()) was_empty[path] = true;
   pipe.reserve(1);
@@ -479,19 +483,13 @@ void Simulation::service(Endpoint& ep) {
         TimePoint at;
         if (ep.sender) {
           if (!admit(links_[0], out_[i].wire_len, &at)) continue;
-          at += f.rtt / 2 + s_.host_offset;
-          if (s_.jitter.ns() > 0) {
-            at += Duration::from_ns(
-                static_cast<int64_t>(uni_(rng_) * static_cast<double>(s_.jitter.ns())));
-            at = std::max(at, f.fwd_last[0]);
-            f.fwd_last[0] = at;
-          }
+          at = jittered(at + f.rtt / 2 + s_.host_offset, s_.jitter, f.fwd_last[0]);
         } else {
           if (links_[0].down) {
             ++links_[0].outage_drops;
             continue;
           }
-          at = now + (f.rtt - f.rtt / 2);
+          at = jittered(now + (f.rtt - f.rtt / 2), s_.ack_jitter, f.rev_last[0]);
         }
         pipe.commit(i - kept, at, out_[i].len, out_[i].wire_len);
         ++kept;

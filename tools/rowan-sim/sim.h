@@ -59,6 +59,8 @@ struct Scenario {
   // simulated target and collapsed on the testbed):
   Duration jitter;       ///< extra one-way delay after the bottleneck, uniform in [0, jitter],
                          ///< never reordering (as rowan-wanem and netem with a rate)
+  Duration ack_jitter;   ///< the same on the reverse path (ACKs), uniform in [0, ack_jitter];
+                         ///< rowan-wanem jitters both directions
   Duration host_delay;   ///< each wake-up of an endpoint (a timer, an arrival) is late by
                          ///< uniform [0, host_delay]; arrivals meanwhile are handled in one batch
   Duration host_offset;  ///< constant extra round-trip delay the hinted base RTT does not
