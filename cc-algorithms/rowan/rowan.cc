@@ -663,16 +663,13 @@ void Rowan::answer_test_sample(const AckEvent& ev) {
   const Duration fall = answer_q0_ - qd;
   if (!carries_link()) {
     answer_tests_ = 0;
-  } else if (answer_tests_ == 0) {
-    mean_drop_ = fall;
-    mean_drained_ = drained;
-    mean_left_ = qd;
   } else {
-    mean_drop_ += (fall - mean_drop_) / 4;
-    mean_drained_ += (drained - mean_drained_) / 4;
-    mean_left_ += (qd - mean_left_) / 4;
+    const bool first = answer_tests_ == 0;
+    mean_drop_ = first ? fall : mean_drop_ + (fall - mean_drop_) / 4;
+    mean_drained_ = first ? drained : mean_drained_ + (drained - mean_drained_) / 4;
+    mean_left_ = first ? qd : mean_left_ + (qd - mean_left_) / 4;
+    if (answer_tests_ < 255) ++answer_tests_;
   }
-  if (carries_link() && answer_tests_ < 255) ++answer_tests_;
   const Duration half = mean_drained_ / 2;
   // Once counted, the floor's own allowance builds queue that the next
   // phase drains (it leaves the floor out), so it stays until the queue

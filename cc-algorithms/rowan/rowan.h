@@ -19,9 +19,10 @@
 //    does not. A floor the tests find on average (over four or more, all
 //    while the flow carries 90 % of the hinted link, in a queue that did
 //    not grow) is covered by the flight and the targets are judged above
-//    it (FIFO jitter, a late path). The hosts' part of the loop (the ACK held at the receiver,
-//    this host's lateness: outside an RTT measured from receive
-//    timestamps) is added on top, since those bytes wait in the hosts.
+//    it (FIFO jitter, a late path). The hosts' part of the loop (the ACK
+//    held at the receiver, this host's lateness: outside an RTT measured
+//    from receive timestamps) is added on top, since those bytes wait in
+//    the hosts.
 //    Noise that looks like a queue can take the headroom but never the
 //    rate, so it cannot starve the flow (Arun et al., "Starvation in
 //    End-to-End Congestion Control", SIGCOMM 2022: a controller whose rate

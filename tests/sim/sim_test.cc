@@ -96,9 +96,7 @@ TEST(Sim, RowanKeepsTheLinkBusyWithJitterAndALateHost) {
     s.rtt = rtt;
     s.jitter = Duration::from_ms(1);
     s.host_delay = Duration::from_us(500);
-    const Result r = run(s);
-    s.cc = "bbr";
-    const Result b = run(s);
+    const auto [r, b] = run_beside_bbr(s);
     // The CC issue's per-cell targets, against bbr in the same run: the
     // link busy, and noise no reason to build a queue.
     EXPECT_GE(r.utilization, 0.9) << rtt.seconds();
@@ -129,9 +127,7 @@ TEST(Sim, RowanKeepsTheLinkBusyBehindLateHostsAtEveryRate) {
       s.host_delay = Duration::from_ms(2);
       s.host_offset = Duration::from_us(300);
       s.rx_stamps = stamps;
-      const Result r = run(s);
-      s.cc = "bbr";
-      const Result b = run(s);
+      const auto [r, b] = run_beside_bbr(s);
       const std::string cell = std::to_string(mbps) + " Mbit/s, stamps " + std::to_string(stamps);
       EXPECT_GE(r.utilization, 0.9) << cell;
       EXPECT_GE(r.utilization, 0.95 * b.utilization) << cell;
@@ -160,9 +156,7 @@ TEST(Sim, RowanKeepsAShortPathBusyBehindHostsLateByMoreThanItsRtt) {
     s.host_delay = Duration::from_us(late_us);
     s.rx_stamps = true;
     s.buffer_bytes = 64ULL << 20;
-    const Result r = run(s);
-    s.cc = "bbr";
-    const Result b = run(s);
+    const auto [r, b] = run_beside_bbr(s);
     EXPECT_GE(r.utilization, 0.9) << late_us << " us";
     EXPECT_GE(r.utilization, 0.9 * b.utilization) << late_us << " us";
   }
@@ -240,12 +234,9 @@ TEST(Sim, RowanFillsTheLinkForHostTcpBehindGatewaysThatAddDelay) {
     s.tcp_source = c.tcp;
     s.host_delay = c.host_delay;
     s.jitter = c.jitter;
-    const Result r = run(s);
     // The queue, as a ratio in the same run: no more than the gateway's bbr
     // keeps on the same path (the flagship's model mode probes as bbr does).
-    Scenario sb = s;
-    sb.cc = "bbr";
-    const Result rb = run(sb);
+    const auto [r, rb] = run_beside_bbr(s);
     EXPECT_GE(r.utilization, 0.9) << "tcp " << c.tcp << " host " << c.host_delay.seconds();
     EXPECT_GE(r.utilization, 0.95 * rb.utilization) << "tcp " << c.tcp;
     EXPECT_LE(r.queue_delay_p95_s, rb.queue_delay_p95_s) << "tcp " << c.tcp;
