@@ -239,31 +239,46 @@ TEST_F(TwoSiteTest, JumboFramesCrossTheEmulatorWhole) {
   EXPECT_EQ(st["stats"]["a2b"]["dropped"]["total"].get<uint64_t>(), 0U);
 }
 
+// The receiver's payload rate over whole seconds 1..3 (the queue is full by
+// then) matches the emulated rate within 2 %. The emulator's clock is virtual,
+// so a late wake-up costs it nothing, but a sender or receiver that a loaded
+// CI machine descheduled for tens of ms leaves the link idle for that long: a
+// round that falls short is measured again, up to three rounds. A round that
+// delivers more than the rate fails at once; no load can cause that.
 TEST_F(TwoSiteTest, UdpThroughputMatchesTheRate) {
   constexpr double kRate = 100e6;
   constexpr int kPayload = 1400;
   constexpr double kFrame = kPayload + 8 + 20 + 14;  // UDP, IPv4, Ethernet headers
-  up("--rate 100mbit --rtt 10ms");
-  iperf_server(5201);
-  const Result r = exec('a',
-                        "chrt -f 5 iperf3 -c 198.18.2.10 -p 5201 -u -b 120M -l 1400 -t 4 -J "
-                        "--get-server-output");
-  ASSERT_EQ(r.status, 0) << r.out;
-  const json j = json::parse(r.out);
-  ASSERT_TRUE(j.contains("server_output_json")) << r.out;
-  // Whole seconds 1..3 at the receiver: the queue is full by then.
-  double bytes = 0, secs = 0;
-  for (const json& iv : j["server_output_json"]["intervals"]) {
-    const json& s = iv["sum"];
-    if (s["start"].get<double>() < 0.99 || s["end"].get<double>() > 3.01) continue;
-    bytes += s["bytes"].get<double>();
-    secs += s["seconds"].get<double>();
-  }
-  ASSERT_GT(secs, 1.9);
-  const double payload_bps = bytes * 8 / secs;
   const double expected = kRate * kPayload / kFrame;
-  EXPECT_NEAR(payload_bps / expected, 1.0, 0.02)
-      << "received " << payload_bps / 1e6 << " Mbit/s of UDP payload, expected " << expected / 1e6;
+  up("--rate 100mbit --rtt 10ms");
+  std::vector<double> ratios;
+  for (int round = 1; round <= 3; ++round) {
+    iperf_server(5201);
+    const Result r = exec('a',
+                          "chrt -f 5 iperf3 -c 198.18.2.10 -p 5201 -u -b 120M -l 1400 -t 4 -J "
+                          "--get-server-output");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_TRUE(j.contains("server_output_json")) << r.out;
+    double bytes = 0, secs = 0;
+    for (const json& iv : j["server_output_json"]["intervals"]) {
+      const json& s = iv["sum"];
+      if (s["start"].get<double>() < 0.99 || s["end"].get<double>() > 3.01) continue;
+      bytes += s["bytes"].get<double>();
+      secs += s["seconds"].get<double>();
+    }
+    ASSERT_GT(secs, 1.9);
+    const double ratio = bytes * 8 / secs / expected;
+    ratios.push_back(ratio);
+    std::printf("round %d: %.4f of the rate\n", round, ratio);
+    ASSERT_LT(ratio, 1.02) << "round " << round << ": received " << ratio * expected / 1e6
+                           << " Mbit/s of UDP payload, more than the rate allows ("
+                           << expected / 1e6 << ")";
+    if (ratio > 0.98) break;
+  }
+  EXPECT_GT(ratios.back(), 0.98) << "three rounds short of the rate; ratios "
+                                 << ::testing::PrintToString(ratios) << " of "
+                                 << expected / 1e6 << " Mbit/s of UDP payload";
   // The emulator's own view: the rest of the offered 120 Mbit/s was tail-dropped.
   const json st = wanem("stats");
   EXPECT_GT(st["stats"]["a2b"]["dropped"]["queue_full"].get<uint64_t>(), 0U);
