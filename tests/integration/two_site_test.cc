@@ -277,8 +277,8 @@ TEST_F(TwoSiteTest, UdpThroughputMatchesTheRate) {
     if (ratio > 0.98) break;
   }
   EXPECT_GT(ratios.back(), 0.98) << "three rounds short of the rate; ratios "
-                                 << ::testing::PrintToString(ratios) << " of "
-                                 << expected / 1e6 << " Mbit/s of UDP payload";
+                                 << ::testing::PrintToString(ratios) << " of " << expected / 1e6
+                                 << " Mbit/s of UDP payload";
   // The emulator's own view: the rest of the offered 120 Mbit/s was tail-dropped.
   const json st = wanem("stats");
   EXPECT_GT(st["stats"]["a2b"]["dropped"]["queue_full"].get<uint64_t>(), 0U);
