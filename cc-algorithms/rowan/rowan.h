@@ -35,7 +35,9 @@
 //    a cwnd that delivers bw through the queue as it is (at most 2 BDPs),
 //    and back to delay mode once the queue is at target again, or on trial.
 //  - Every half min-RTT window the flow holds half a BDP in flight for 200
-//    ms (BBRv2's PROBE_RTT), so that flows find the empty queue together.
+//    ms (BBRv2's PROBE_RTT), so that flows find the empty queue together;
+//    a flow that carries the link and sees its queue at target meanwhile
+//    has seen the empty queue, and skips it.
 //  - Random loss is not congestion; a round that loses more than
 //    `heavy_loss` (a policer, a broken link) brings the model down.
 //  - PathHints seed the startup rate and the first RTT only: a hint that is

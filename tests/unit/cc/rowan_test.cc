@@ -202,28 +202,38 @@ TEST(Rowan, NoisyDelayDoesNotStarve) {
 TEST(Rowan, DrainsForTheMinRttOncePerHalfWindow) {
   // The RTT stays a few µs above the min RTT it found: the drain must still
   // come only once per half window (it refreshes the min RTT even when it
-  // finds the same one), not every other round.
+  // finds the same one), not every other round. The flow is told a link
+  // twice the path's, so it does not carry the link and others may hold a
+  // queue that its min RTT includes: it drains. Told the path's rate, it
+  // carries the link and sees its queue at target: it never drains.
   const BitsPerSec link = BitsPerSec::from_gbps(1);
   const Duration base = Duration::from_ms(20);
-  Settled f(link, base);
-  Rowan* const r = f.r.get();
-  Driver& d = f.d;
-  int drains = 0;
-  int drain_rounds = 0;
-  bool in_drain = false;
-  const int rounds = 600;  // 12 s at 20 ms
-  for (int i = 0; i < rounds; ++i) {
-    d.round_trip(std::min(r->pacing_rate(), link), Duration::from_us(5));
-    // A drain holds half a BDP in flight for 200 ms (10 rounds here).
-    const bool now = r->cwnd() < link.bytes_in(base) * 6 / 10;
-    if (now && !in_drain) ++drains;
-    if (now) ++drain_rounds;
-    in_drain = now;
+  for (const bool carries : {false, true}) {
+    rowan::test::FakeClock clock;
+    auto r = make(clock, carries ? link : link.scaled(2.0), base);
+    Driver d{*r, clock.now(), base};
+    settle(*r, d, link);
+    int drains = 0;
+    int drain_rounds = 0;
+    bool in_drain = false;
+    const int rounds = 600;  // 12 s at 20 ms
+    for (int i = 0; i < rounds; ++i) {
+      d.round_trip(std::min(r->pacing_rate(), link), Duration::from_us(5));
+      // A drain holds half a BDP in flight for 200 ms (10 rounds here).
+      const bool now = r->cwnd() < link.bytes_in(base) * 6 / 10;
+      if (now && !in_drain) ++drains;
+      if (now) ++drain_rounds;
+      in_drain = now;
+    }
+    if (carries) {
+      EXPECT_EQ(drains, 0) << "alone on its path, the flow sees the empty queue";
+    } else {
+      EXPECT_GE(drains, 1);
+      EXPECT_LE(drains, 3) << "one drain per 5 s";
+      EXPECT_LE(drain_rounds, drains * 12) << "200 ms each";
+    }
+    EXPECT_GE(r->bw().bps(), link.bps() * 95 / 100) << "the model survives the drains";
   }
-  EXPECT_GE(drains, 1);
-  EXPECT_LE(drains, 3) << "one drain per 5 s";
-  EXPECT_LE(drain_rounds, drains * 12) << "200 ms each";
-  EXPECT_GE(r->bw().bps(), link.bps() * 95 / 100) << "the model survives the drains";
 }
 
 TEST(Rowan, IgnoresRandomLossCutsOnHeavyLoss) {
