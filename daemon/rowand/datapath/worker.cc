@@ -146,6 +146,7 @@ crypto::SecureStats PeerState::secure_stats() const {
     t.tx_keepalives += s.tx_keepalives;
     t.tx_data += s.tx_data;
     t.tx_sealed_in_place += s.tx_sealed_in_place;
+    t.tx_sealed_pieces += s.tx_sealed_pieces;
     t.tx_no_session += s.tx_no_session;
     t.tx_oversize += s.tx_oversize;
     t.tx_crypto_errors += s.tx_crypto_errors;

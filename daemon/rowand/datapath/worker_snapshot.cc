@@ -291,6 +291,7 @@ nlohmann::ordered_json Worker::render_peers(const Published& pub) const {
       v["tx_no_session"] = ss.tx_no_session;
       v["records_sealed"] = ss.tx_data;
       v["records_sealed_in_place"] = ss.tx_sealed_in_place;
+      v["records_sealed_from_pieces"] = ss.tx_sealed_pieces;
       v["security_drops"] = drops;
       v["transport_resets"] = c.transport_resets;
     } else {

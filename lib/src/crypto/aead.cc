@@ -151,6 +151,23 @@ bool AesGcm::mb_seal(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, c
   return true;
 }
 
+bool AesGcm::mb_seal_runs(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const Run* runs,
+                          size_t n, uint8_t* out, uint8_t* tag) noexcept {
+  // The library's incremental API carries a partial block from one update
+  // to the next, so runs of any length make the same bytes as one call.
+  gcm_context_data ctx;
+  IMB_AES256_GCM_INIT(mb_manager().mgr, &mb_key_->data, &ctx, nonce, aad_len > 0 ? aad : kEmpty,
+                      aad_len);
+  for (size_t i = 0; i < n; ++i) {
+    if (runs[i].len == 0) continue;
+    IMB_AES256_GCM_ENC_UPDATE(mb_manager().mgr, &mb_key_->data, &ctx, out, runs[i].src,
+                              runs[i].len);
+    out += runs[i].len;
+  }
+  IMB_AES256_GCM_ENC_FINALIZE(mb_manager().mgr, &mb_key_->data, &ctx, tag, kAeadTagSize);
+  return true;
+}
+
 bool AesGcm::mb_open(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* in,
                      size_t len, uint8_t* out, const uint8_t* tag) noexcept {
   gcm_context_data ctx;
@@ -164,6 +181,10 @@ bool AesGcm::mb_open(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, c
 #else
 bool AesGcm::mb_seal(const uint8_t*, const uint8_t*, size_t, const uint8_t*, size_t, uint8_t*,
                      uint8_t*) noexcept {
+  return false;
+}
+bool AesGcm::mb_seal_runs(const uint8_t*, const uint8_t*, size_t, const Run*, size_t, uint8_t*,
+                          uint8_t*) noexcept {
   return false;
 }
 bool AesGcm::mb_open(const uint8_t*, const uint8_t*, size_t, const uint8_t*, size_t, uint8_t*,
@@ -190,6 +211,32 @@ bool AesGcm::seal(const std::array<uint8_t, kAeadNonceSize>& nonce, const uint8_
   }
   if (len > 0 && EVP_EncryptUpdate(enc_, out, &n, in, static_cast<int>(len)) != 1) return false;
   if (EVP_EncryptFinal_ex(enc_, out + len, &n) != 1) return false;
+  return EVP_CIPHER_CTX_ctrl(enc_, EVP_CTRL_GCM_GET_TAG, kAeadTagSize, tag) == 1;
+}
+
+bool AesGcm::seal_runs(const std::array<uint8_t, kAeadNonceSize>& nonce, const uint8_t* aad,
+                       size_t aad_len, const Run* runs, size_t n, uint8_t* out,
+                       uint8_t* tag) noexcept {
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += runs[i].len;
+  if (!keyed_ || total > INT_MAX || aad_len > INT_MAX) return false;
+  if (backend_ == Backend::kIpsecMb)
+    return mb_seal_runs(nonce.data(), aad, aad_len, runs, n, out, tag);
+  int k = 0;
+  if (EVP_EncryptInit_ex(enc_, nullptr, nullptr, nullptr, nonce.data()) != 1) return false;
+  if (aad_len > 0 && EVP_EncryptUpdate(enc_, nullptr, &k, aad, static_cast<int>(aad_len)) != 1) {
+    return false;
+  }
+  // GCM is a stream mode: each update writes as many bytes as it took.
+  uint8_t* o = out;
+  for (size_t i = 0; i < n; ++i) {
+    if (runs[i].len == 0) continue;
+    if (EVP_EncryptUpdate(enc_, o, &k, runs[i].src, static_cast<int>(runs[i].len)) != 1) {
+      return false;
+    }
+    o += runs[i].len;
+  }
+  if (EVP_EncryptFinal_ex(enc_, o, &k) != 1) return false;
   return EVP_CIPHER_CTX_ctrl(enc_, EVP_CTRL_GCM_GET_TAG, kAeadTagSize, tag) == 1;
 }
 

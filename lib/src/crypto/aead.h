@@ -71,6 +71,17 @@ class AesGcm {
   bool seal(const std::array<uint8_t, kAeadNonceSize>& nonce, const uint8_t* aad, size_t aad_len,
             const uint8_t* in, size_t len, uint8_t* out, uint8_t* tag) noexcept;
 
+  /// A run of plaintext for seal_runs().
+  struct Run {
+    const uint8_t* src = nullptr;
+    size_t len = 0;
+  };
+  /// seal() of the runs' bytes taken in order as one plaintext, written to
+  /// `out` (their lengths summed); a run may lie exactly where its output
+  /// goes (in place). The payload is read where it lies: no copy first.
+  bool seal_runs(const std::array<uint8_t, kAeadNonceSize>& nonce, const uint8_t* aad,
+                 size_t aad_len, const Run* runs, size_t n, uint8_t* out, uint8_t* tag) noexcept;
+
   /// Decrypts and verifies; false (and `out` must be ignored) when the tag
   /// does not match the key, nonce, aad and ciphertext.
   bool open(const std::array<uint8_t, kAeadNonceSize>& nonce, const uint8_t* aad, size_t aad_len,
@@ -83,6 +94,8 @@ class AesGcm {
   };
   bool mb_seal(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* in,
                size_t len, uint8_t* out, uint8_t* tag) noexcept;
+  bool mb_seal_runs(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const Run* runs,
+                    size_t n, uint8_t* out, uint8_t* tag) noexcept;
   bool mb_open(const uint8_t* nonce, const uint8_t* aad, size_t aad_len, const uint8_t* in,
                size_t len, uint8_t* out, const uint8_t* tag) noexcept;
 

@@ -185,7 +185,7 @@ void SecureIo::poll(TimePoint now) noexcept {
   if (want) start_handshake(now);
 }
 
-bool SecureIo::seal_into(Session& s, const uint8_t* payload, uint32_t len, uint8_t* out) noexcept {
+uint64_t SecureIo::start_record(Session& s, uint8_t* out) noexcept {
   out[0] = kMsgData;
   out[1] = 0;
   out[2] = 0;
@@ -193,6 +193,39 @@ bool SecureIo::seal_into(Session& s, const uint8_t* payload, uint32_t len, uint8
   store_be32(out + 4, s.remote_index);
   const uint64_t counter = s.send_counter++;
   store_be64(out + 8, counter);
+  return counter;
+}
+
+bool SecureIo::seal_pieces(Session& s, const io::TxDatagram& p, uint8_t* out) noexcept {
+  // The datagram as runs: its buffer's bytes between the pieces, and each
+  // piece from where it lies (the transport's send buffer).
+  std::array<AesGcm::Run, 2 * io::kMaxTxPieces + 1> runs;
+  size_t n = 0;
+  uint32_t pos = 0;
+  for (size_t j = 0; j < p.npieces; ++j) {
+    const io::TxPiece& pc = p.pieces[j];
+    if (pc.off < pos || pc.off + pc.len > p.len) {
+      ++sstats_.tx_crypto_errors;  // malformed by the caller: never sent
+      return false;
+    }
+    if (pc.off > pos) runs[n++] = AesGcm::Run{p.data + pos, pc.off - pos};
+    runs[n++] = AesGcm::Run{pc.src, pc.len};
+    pos = pc.off + pc.len;
+  }
+  if (pos < p.len) runs[n++] = AesGcm::Run{p.data + pos, p.len - pos};
+  const uint64_t counter = start_record(s, out);
+  if (!s.send.seal_runs(AesGcm::nonce(counter), out, kDataHeaderSize, runs.data(), n,
+                        out + kDataHeaderSize, out + kDataHeaderSize + p.len)) {
+    ++sstats_.tx_crypto_errors;
+    return false;
+  }
+  s.sent_bytes += p.len + kOverhead;
+  ++sstats_.tx_sealed_pieces;
+  return true;
+}
+
+bool SecureIo::seal_into(Session& s, const uint8_t* payload, uint32_t len, uint8_t* out) noexcept {
+  const uint64_t counter = start_record(s, out);
   if (!s.send.seal(AesGcm::nonce(counter), out, kDataHeaderSize, payload, len,
                    out + kDataHeaderSize, out + kDataHeaderSize + len)) {
     ++sstats_.tx_crypto_errors;
@@ -245,7 +278,8 @@ size_t SecureIo::send_burst(std::span<const io::TxDatagram> pkts, TimePoint now)
     // this is a retry), whose contents the caller has handed over already.
     uint8_t* out = inner_.tx_buffer(m);
     if (out == nullptr) out = tx_mem_.data() + m * dgram_;
-    if (!seal_into(*s, p.data, p.len, out)) continue;
+    const bool sealed = p.npieces > 0 ? seal_pieces(*s, p, out) : seal_into(*s, p.data, p.len, out);
+    if (!sealed) continue;
     tx_[m] = io::TxDatagram{out, p.len + kOverhead, p.ecn};
     tx_origin_[m] = static_cast<uint32_t>(i);
     const bool in_place = p.data == out + kDataHeaderSize;

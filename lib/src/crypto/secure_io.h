@@ -84,6 +84,7 @@ struct SecureStats {
   uint64_t tx_keepalives = 0;
   uint64_t tx_data = 0;
   uint64_t tx_sealed_in_place = 0;  ///< sealed where the caller wrote them (tx_buffer)
+  uint64_t tx_sealed_pieces = 0;    ///< sealed with pieces read where they lie (takes_pieces)
   uint64_t tx_no_session = 0;       ///< datagrams the transport sent before any session (dropped)
   uint64_t tx_oversize = 0;
   uint64_t tx_crypto_errors = 0;
@@ -127,6 +128,9 @@ class SecureIo final : public io::PacketIo {
     uint8_t* b = inner_.tx_buffer(i);
     return b != nullptr ? b + kDataHeaderSize : nullptr;
   }
+  /// The AEAD reads each piece where it lies and writes it sealed into the
+  /// record: the payload's one pass on the way out is the encryption.
+  bool takes_pieces() const noexcept override { return true; }
   TimePoint next_rx_time() const noexcept override { return inner_.next_rx_time(); }
   uint32_t max_datagram() const noexcept override { return inner_.max_datagram() - kOverhead; }
   const io::IoStats& stats() const noexcept override { return stats_; }
@@ -172,6 +176,11 @@ class SecureIo final : public io::PacketIo {
   void send_raw(const uint8_t* data, uint32_t len, TimePoint now) noexcept;
   void send_keepalive(TimePoint now) noexcept;
   bool seal_into(Session& s, const uint8_t* payload, uint32_t len, uint8_t* out) noexcept;
+  /// seal_into() of a datagram with pieces: its buffer's bytes and the
+  /// pieces, each read where it lies.
+  bool seal_pieces(Session& s, const io::TxDatagram& p, uint8_t* out) noexcept;
+  /// Writes a data record's header and takes its counter.
+  uint64_t start_record(Session& s, uint8_t* out) noexcept;
   /// Decrypts a record sealed in place back into its plaintext.
   void unseal_in_place(Session& s, uint8_t* record, uint32_t len) noexcept;
   /// Handles one received datagram; returns the plaintext length delivered

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "base/units.h"
@@ -26,12 +27,34 @@ namespace rowan::io {
 /// ECN codepoint of a received or sent datagram (RFC 3168).
 enum class Ecn : uint8_t { kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3 };
 
-/// A datagram to send: a view of caller-owned bytes.
+/// Bytes of a datagram that are not in its buffer: the `len` bytes at `src`
+/// belong at `off` into the datagram (TxDatagram::pieces).
+struct TxPiece {
+  const uint8_t* src = nullptr;
+  uint32_t off = 0;
+  uint32_t len = 0;
+};
+
+/// Pieces a datagram may have at most.
+inline constexpr size_t kMaxTxPieces = 8;
+
+/// A datagram to send: a view of caller-owned bytes. With `npieces` > 0 the
+/// buffer has holes, filled by `pieces` (in increasing `off`, within `len`):
+/// only a backend whose takes_pieces() is true is given such a datagram, and
+/// it reads the pieces during send_burst only.
 struct TxDatagram {
   const uint8_t* data = nullptr;
   uint32_t len = 0;
   Ecn ecn = Ecn::kEct0;
+  const TxPiece* pieces = nullptr;
+  uint8_t npieces = 0;
 };
+
+/// Copies a datagram's pieces into its buffer `data` (the datagram's own,
+/// writable), so that it is whole.
+inline void fill_pieces(uint8_t* data, const TxPiece* pieces, size_t n) noexcept {
+  for (size_t j = 0; j < n; ++j) std::memcpy(data + pieces[j].off, pieces[j].src, pieces[j].len);
+}
 
 /// A caller-owned buffer `recv_burst` fills.
 struct RxDatagram {
@@ -83,6 +106,12 @@ class PacketIo {
     (void)i;
     return nullptr;
   }
+
+  /// Whether send_burst takes datagrams with pieces (TxDatagram::pieces),
+  /// reading each piece where it lies: the link-security wrapper seals them
+  /// into its output, so the payload is not copied into the datagram first.
+  /// The caller copies the pieces in for a backend that does not.
+  virtual bool takes_pieces() const noexcept { return false; }
 
   /// Fills up to bufs.size() buffers with datagrams that have arrived by
   /// `now`; returns the count. Sets each filled buffer's len and ecn.

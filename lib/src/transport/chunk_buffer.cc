@@ -86,6 +86,23 @@ void ChunkRing::read(const ChunkPool& pool, uint64_t off, uint8_t* dst, uint64_t
   }
 }
 
+size_t ChunkRing::runs(const ChunkPool& pool, uint64_t off, uint64_t n, Run* out,
+                       size_t max) const {
+  if (!pool.backed()) return 0;
+  const uint64_t cs = pool.chunk_size();
+  size_t k = 0;
+  while (n > 0) {
+    if (k == max) return 0;
+    const uint64_t rel = off - base_;
+    const uint64_t in = rel % cs;
+    const uint64_t take = std::min(n, cs - in);
+    out[k++] = Run{pool.data(slot(rel / cs)) + in, static_cast<uint32_t>(take)};
+    off += take;
+    n -= take;
+  }
+  return k;
+}
+
 void ChunkRing::release_below(ChunkPool& pool, uint64_t off) {
   const uint64_t cs = pool.chunk_size();
   while (count_ > 0 && base_ + cs <= off) {

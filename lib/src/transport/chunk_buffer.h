@@ -75,6 +75,14 @@ class ChunkRing {
   /// Copies into / out of a range that ensure() covered. No-ops for unbacked pools.
   void write(const ChunkPool& pool, uint64_t off, const uint8_t* src, uint64_t n);
   void read(const ChunkPool& pool, uint64_t off, uint8_t* dst, uint64_t n) const;
+  /// Where a range that ensure() covered lies: up to `max` contiguous runs,
+  /// in order, into `out`. Returns how many, or 0 when it takes more than
+  /// `max` (or the pool is unbacked). The bytes stay there until released.
+  struct Run {
+    const uint8_t* data;
+    uint32_t len;
+  };
+  size_t runs(const ChunkPool& pool, uint64_t off, uint64_t n, Run* out, size_t max) const;
   /// Returns to the pool every chunk that lies wholly below `off`.
   void release_below(ChunkPool& pool, uint64_t off);
   void release_all(ChunkPool& pool);

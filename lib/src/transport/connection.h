@@ -25,6 +25,7 @@
 // thread (lcore); no method is thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -250,6 +251,14 @@ struct OutDatagram {
   uint32_t len = 0;       ///< bytes written
   uint32_t wire_len = 0;  ///< bytes on the wire (len plus elided payload)
   PathId path;            ///< the path it must leave on (set by poll_send)
+  /// Set by the caller: stream bytes may be left in the send buffer as
+  /// pieces (io::TxPiece) instead of copied into `data`, for a backend that
+  /// takes them (PacketIo::takes_pieces) and reads them before the next
+  /// call into the connection. Only datagrams without a CRC and without FEC
+  /// coding get pieces (both read the whole datagram here).
+  bool pieces_ok = false;
+  uint8_t npieces = 0;  ///< set by poll_send
+  std::array<io::TxPiece, io::kMaxTxPieces> pieces{};
 };
 
 class ConnectionPeer;  // tests
@@ -552,8 +561,13 @@ class Connection {
   /// Seals the packet being built on `path` (header, tag) and records it as sent.
   size_t finish_packet(OutDatagram& out, Path& path, SentPacket& sp, size_t frames_len,
                        Bytes elided, bool eliciting, bool retx, bool keepalive, TimePoint now);
-  bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
-                          Bytes* payload_bytes);
+  /// Places `len` bytes of stream `s` from offset `lo` at `dst`: copied, or,
+  /// with `pieces` (the datagram being built, `dst` inside it), left where
+  /// they lie as its pieces while it has room for them.
+  void place_stream_data(const Stream& s, uint64_t lo, uint8_t* dst, uint64_t len,
+                         OutDatagram* pieces);
+  bool write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, OutDatagram* pieces,
+                          bool* retx, Bytes* payload_bytes);
   void fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint now) const;
   Path& primary() noexcept;  ///< lowest-numbered up path (path 0 when none is up)
 

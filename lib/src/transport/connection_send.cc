@@ -37,8 +37,24 @@ void Connection::fill_ack_frame(const Path& space, wire::AckFrame& a, TimePoint 
   }
 }
 
-bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget, bool* retx,
-                                    Bytes* payload_bytes) {
+void Connection::place_stream_data(const Stream& s, uint64_t lo, uint8_t* dst, uint64_t len,
+                                   OutDatagram* pieces) {
+  if (pieces != nullptr && len > 0) {
+    std::array<ChunkRing::Run, 2> runs;
+    const size_t room = io::kMaxTxPieces - pieces->npieces;
+    const size_t n = s.sbuf.runs(send_pool_, lo, len, runs.data(), std::min(room, runs.size()));
+    auto off = static_cast<uint32_t>(dst - pieces->data);
+    for (size_t i = 0; i < n; ++i) {
+      pieces->pieces[pieces->npieces++] = io::TxPiece{runs[i].data, off, runs[i].len};
+      off += runs[i].len;
+    }
+    if (n > 0) return;
+  }
+  s.sbuf.read(send_pool_, lo, dst, len);
+}
+
+bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t budget,
+                                    OutDatagram* pieces, bool* retx, Bytes* payload_bytes) {
   // The frame's header grows with its stream id and offset (varints), so
   // the data that fits is known once the offset is; below the largest
   // header's room the packet is done, so every frame fits at least a byte.
@@ -86,7 +102,7 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
     fin = s.fin_written && lo + len == s.write_end;
     uint8_t* dst = w.stream_header(s.id, lo, static_cast<uint16_t>(len), fin);
     if (!cfg_.elide_payload) {
-      s.sbuf.read(send_pool_, lo, dst, len);
+      place_stream_data(s, lo, dst, len, pieces);
       w.commit_stream_data(len);
     }
     if (len > 0) s.lost.remove(lo, lo + len);
@@ -122,7 +138,7 @@ bool Connection::write_stream_frame(wire::FrameWriter& w, SentPacket& p, size_t 
     const uint64_t lo = s.next_new;
     uint8_t* dst = w.stream_header(s.id, lo, static_cast<uint16_t>(len), fin);
     if (!cfg_.elide_payload) {
-      s.sbuf.read(send_pool_, lo, dst, len);
+      place_stream_data(s, lo, dst, len, pieces);
       w.commit_stream_data(len);
     }
     s.next_new += len;
@@ -172,6 +188,11 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
   const bool coding = !bulk && fec.coding() && !fec.repair_due() && (allow_data || probe) &&
                       !closed_ && path.state == PathState::kUp;
   const size_t frame_room = cap - overhead_ - (coding ? kFecRepairExtra : 0);
+  // Stream bytes stay in the send buffer as the datagram's pieces unless
+  // something here reads the whole datagram: the CRC, or the FEC coder.
+  out.npieces = 0;
+  OutDatagram* const pieces =
+      out.pieces_ok && !coding && !cfg_.integrity_check && !cfg_.elide_payload ? &out : nullptr;
   wire::FrameWriter w(out.data + wire::kHeaderSize, frame_room + (coding ? kFecSourceReserve : 0));
   bool eliciting = false;
   bool retx = false;
@@ -232,7 +253,7 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
       // Elided payload still counts toward the datagram's size on the wire.
       const size_t used = w.size() + elided;
       const size_t budget = frame_room > used ? frame_room - used : 0;
-      if (!write_stream_frame(w, sp, budget, &retx, &elided)) break;
+      if (!write_stream_frame(w, sp, budget, pieces, &retx, &elided)) break;
       eliciting = true;
     }
   }
@@ -270,6 +291,7 @@ size_t Connection::build_repair_packet(OutDatagram& out, Path& path, TimePoint n
     return 0;
   }
   if (path.next_pn - path.first_pn >= path.sent_ring.size()) grow_sent_ring(path);
+  out.npieces = 0;
   const uint64_t pn = path.next_pn;
   SentPacket& sp = path.sent(pn);
   sp = SentPacket{};

@@ -28,7 +28,8 @@ Driver::Driver(Connection& conn, std::span<io::PacketIo* const> ios, uint32_t bu
       out_(burst),
       tx_(burst),
       scratch_(burst),
-      tx_path_(burst) {
+      tx_path_(burst),
+      tx_buf_(burst) {
   for (uint32_t i = 0; i < burst; ++i) {
     rx_[i].data = rx_mem_.data() + static_cast<size_t>(i) * dgram_;
     rx_[i].capacity = dgram_;
@@ -38,6 +39,9 @@ Driver::Driver(Connection& conn, std::span<io::PacketIo* const> ios, uint32_t bu
   // Every received burst is handled before the next is read, so the
   // backends may lend their receive memory (rx_done after each burst).
   for (io::PacketIo* io : ios_) rx_lent_.push_back(io->lend_rx(true));
+  pieces_ok_ = !ios_.empty();
+  for (const io::PacketIo* io : ios_) pieces_ok_ = pieces_ok_ && io->takes_pieces();
+  for (OutDatagram& o : out_) o.pieces_ok = pieces_ok_;
 }
 
 void Driver::flush(TimePoint now) noexcept {
@@ -48,11 +52,19 @@ void Driver::flush(TimePoint now) noexcept {
       if (tx_path_[i] == k) scratch_[n++] = tx_[i];
     if (n == 0) continue;
     const size_t sent = ios_[k]->send_burst(std::span(scratch_.data(), n), now);
-    // Keep this backend's unsent ones, in order, for the next pass.
+    // Keep this backend's unsent ones, in order, for the next pass, whole:
+    // a piece read later could be data the peer acknowledged meanwhile
+    // (a retransmission's original), whose chunk went back to the pool.
     size_t seen = 0;
     for (size_t i = 0; i < tx_count_; ++i) {
       if (tx_path_[i] != k) continue;
-      if (seen++ < sent) tx_path_[i] = UINT16_MAX;  // sent
+      if (seen++ < sent) {
+        tx_path_[i] = UINT16_MAX;  // sent
+      } else if (tx_[i].npieces > 0) {
+        io::fill_pieces(tx_buf_[i], tx_[i].pieces, tx_[i].npieces);
+        tx_[i].npieces = 0;
+        tx_[i].pieces = nullptr;
+      }
     }
   }
   for (size_t i = 0; i < tx_count_; ++i) {
@@ -63,6 +75,7 @@ void Driver::flush(TimePoint now) noexcept {
     }
     tx_[kept] = tx_[i];
     tx_path_[kept] = tx_path_[i];
+    tx_buf_[kept] = tx_buf_[i];
     ++kept;
   }
   tx_count_ = kept;
@@ -125,8 +138,10 @@ TimePoint Driver::poll(TimePoint now) noexcept {
     lend_tx_buffers();
     const size_t n = conn_.poll_send(std::span(out_.data(), out_.size()), now);
     for (size_t i = 0; i < n; ++i) {
-      tx_[i] = io::TxDatagram{out_[i].data, out_[i].len, io::Ecn::kEct0};
-      tx_path_[i] = out_[i].path.index;
+      const OutDatagram& o = out_[i];
+      tx_[i] = io::TxDatagram{o.data, o.len, io::Ecn::kEct0, o.pieces.data(), o.npieces};
+      tx_path_[i] = o.path.index;
+      tx_buf_[i] = o.data;
     }
     tx_count_ = n;
     flush(now);

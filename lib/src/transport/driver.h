@@ -3,7 +3,9 @@
 // connection chose. Handles a partial send_burst by keeping the unsent
 // datagrams and retrying them first on the next poll (DPDK l3fwd). All
 // buffers are allocated at construction. Backends that lend their memory
-// (packet_io.h tx_buffer, lend_rx) are written into and read from in place.
+// (packet_io.h tx_buffer, lend_rx) are written into and read from in place;
+// backends that take pieces (packet_io.h takes_pieces) get the stream bytes
+// as pieces of the send buffer, not copied into the datagram.
 //
 // Threading: the thread that owns the connection.
 #pragma once
@@ -45,7 +47,8 @@ class Driver {
   uint64_t dropped_no_io() const { return dropped_no_io_; }
 
  private:
-  /// Sends what is pending, each on its path's backend; keeps the unsent.
+  /// Sends what is pending, each on its path's backend; keeps the unsent,
+  /// made whole (their pieces copied in: the send buffer may move on).
   void flush(TimePoint now) noexcept;
   /// Points the send buffers at the backend's lent transmit buffers where it
   /// lends them (packet_io.h tx_buffer), at the Driver's own memory otherwise.
@@ -61,6 +64,8 @@ class Driver {
   std::vector<OutDatagram> out_;
   std::vector<io::TxDatagram> tx_, scratch_;
   std::vector<uint16_t> tx_path_;
+  std::vector<uint8_t*> tx_buf_;  ///< tx_[i]'s buffer, writable: its pieces are copied in there
+  bool pieces_ok_ = false;        ///< every backend takes pieces (PacketIo::takes_pieces)
   size_t tx_count_ = 0;  // unsent datagrams left from a partial burst, in tx_[0, tx_count_)
   uint64_t dropped_no_io_ = 0;
 };
