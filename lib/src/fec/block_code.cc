@@ -80,15 +80,21 @@ void Encoder::begin(int k, int m) noexcept {
   longest_ = 0;
 }
 
-bool Encoder::add(const uint8_t* data, size_t len, std::span<const uint8_t> head) noexcept {
-  if (count_ >= k_ || len > max_payload_ || head.size() > max_payload_ - len) return false;
+uint8_t* Encoder::add_slot(size_t len, std::span<const uint8_t> head) noexcept {
+  if (count_ >= k_ || len > max_payload_ || head.size() > max_payload_ - len) return nullptr;
   uint8_t* s = store_.at(count_);
   put_len(s, head.size() + len);
   if (!head.empty()) std::memcpy(s + kLengthPrefix, head.data(), head.size());
-  if (len > 0) std::memcpy(s + kLengthPrefix + head.size(), data, len);
   lens_[count_] = head.size() + len + kLengthPrefix;
   longest_ = std::max(longest_, lens_[count_]);
   ++count_;
+  return s + kLengthPrefix + head.size();
+}
+
+bool Encoder::add(const uint8_t* data, size_t len, std::span<const uint8_t> head) noexcept {
+  uint8_t* dst = add_slot(len, head);
+  if (dst == nullptr) return false;
+  if (len > 0) std::memcpy(dst, data, len);
   return true;
 }
 

@@ -77,6 +77,10 @@ class Encoder {
   /// such as a packet number, and the packet's bytes). False (nothing
   /// stored) when the block is full or the payload is longer than max_payload.
   bool add(const uint8_t* data, size_t len, std::span<const uint8_t> head = {}) noexcept;
+  /// add() for a caller that writes the payload itself: stores `head` and
+  /// returns where the payload's `len` bytes go (null, nothing stored, when
+  /// add() would refuse). The caller writes them before the next call.
+  uint8_t* add_slot(size_t len, std::span<const uint8_t> head = {}) noexcept;
   int sources() const noexcept { return count_; }
   int k() const noexcept { return k_; }
   int m() const noexcept { return m_; }

@@ -254,8 +254,8 @@ struct OutDatagram {
   /// Set by the caller: stream bytes may be left in the send buffer as
   /// pieces (io::TxPiece) instead of copied into `data`, for a backend that
   /// takes them (PacketIo::takes_pieces) and reads them before the next
-  /// call into the connection. Only datagrams without a CRC and without FEC
-  /// coding get pieces (both read the whole datagram here).
+  /// call into the connection. Only datagrams without a CRC get pieces (it
+  /// reads the whole datagram here).
   bool pieces_ok = false;
   uint8_t npieces = 0;  ///< set by poll_send
   std::array<io::TxPiece, io::kMaxTxPieces> pieces{};

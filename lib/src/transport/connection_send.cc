@@ -189,10 +189,11 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
                       !closed_ && path.state == PathState::kUp;
   const size_t frame_room = cap - overhead_ - (coding ? kFecRepairExtra : 0);
   // Stream bytes stay in the send buffer as the datagram's pieces unless
-  // something here reads the whole datagram: the CRC, or the FEC coder.
+  // the CRC reads the whole datagram here (the FEC coder takes its symbol
+  // from the buffer and the pieces).
   out.npieces = 0;
   OutDatagram* const pieces =
-      out.pieces_ok && !coding && !cfg_.integrity_check && !cfg_.elide_payload ? &out : nullptr;
+      out.pieces_ok && !cfg_.integrity_check && !cfg_.elide_payload ? &out : nullptr;
   wire::FrameWriter w(out.data + wire::kHeaderSize, frame_room + (coding ? kFecSourceReserve : 0));
   bool eliciting = false;
   bool retx = false;
@@ -270,7 +271,8 @@ size_t Connection::build_packet(OutDatagram& out, Path& path, TimePoint now, boo
     fec.next_source(&block, &index);
     const size_t symbol = w.size();
     w.fec_source(block, index);
-    fec.add_source(pn, out.data + wire::kHeaderSize, symbol, elided);
+    fec.add_source(pn, out.data + wire::kHeaderSize, symbol, elided,
+                   std::span(out.pieces.data(), out.npieces), wire::kHeaderSize);
     sp.fec_source = true;
     sp.fec_block = block;
     ++stats_.fec_source_packets;

@@ -39,10 +39,23 @@ void FecCoder::next_source(uint32_t* block, uint8_t* index) noexcept {
   *index = static_cast<uint8_t>(encoder_.sources());
 }
 
-void FecCoder::add_source(uint64_t pn, const uint8_t* frames, size_t len, size_t elided) noexcept {
+void FecCoder::add_source(uint64_t pn, const uint8_t* frames, size_t len, size_t elided,
+                          std::span<const io::TxPiece> pieces, size_t frames_off) noexcept {
   uint8_t head[kPnBytes];
   wire::put_u64(head, pn);
-  encoder_.add(frames, len, {head, kPnBytes});
+  uint8_t* dst = encoder_.add_slot(len, {head, kPnBytes});
+  if (dst != nullptr) {
+    // The symbol is the frames as sent: the buffer's bytes between the
+    // pieces, and each piece from where it lies (the send buffer).
+    size_t pos = 0;
+    for (const io::TxPiece& pc : pieces) {
+      const size_t off = pc.off - frames_off;
+      std::memcpy(dst + pos, frames + pos, off - pos);
+      std::memcpy(dst + off, pc.src, pc.len);
+      pos = off + pc.len;
+    }
+    std::memcpy(dst + pos, frames + pos, len - pos);
+  }
   wire_longest_ = std::max(wire_longest_, fec::kLengthPrefix + kPnBytes + len + elided);
   // Repair credit: the overhead cap's share of every source packet.
   credit_ = std::min(credit_ + cfg_.policy.max_overhead, static_cast<double>(2 * fec::kMaxRepair));

@@ -29,6 +29,7 @@
 #include "base/units.h"
 #include "fec/block_code.h"
 #include "fec/policy.h"
+#include "io/packet_io.h"
 #include "transport/wire.h"
 
 namespace rowan::transport {
@@ -70,7 +71,10 @@ class FecCoder {
   bool fits(size_t len) const noexcept { return len + 8 <= encoder_.max_payload(); }
   /// The source packet's frames before its FEC_SOURCE frame; `elided` is the
   /// stream payload the packet counts on the wire but does not carry.
-  void add_source(uint64_t pn, const uint8_t* frames, size_t len, size_t elided) noexcept;
+  /// With `pieces` (OutDatagram::pieces, offsets from the datagram's start,
+  /// `frames` at `frames_off` into it) the frames' holes are read from them.
+  void add_source(uint64_t pn, const uint8_t* frames, size_t len, size_t elided,
+                  std::span<const io::TxPiece> pieces = {}, size_t frames_off = 0) noexcept;
   /// Closes an open block early (no more data to send, or a probe timeout):
   /// its repair symbols become due. A block of c < k sources gets
   /// ⌈m × c ÷ k⌉ repair symbols, as far as the repair credit (max_overhead

@@ -4,12 +4,15 @@
 // counted drops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <span>
 #include <tuple>
 #include <vector>
 
 #include "fec/block_code.h"
 #include "harness.h"
+#include "transport/fec_coder.h"
 
 namespace rowan::test {
 namespace {
@@ -55,6 +58,35 @@ Outcome transfer(FecMode mode, double loss, uint64_t total, uint64_t seed = 11,
   out.b = p.b.stats();
   out.bad = r.bad;
   return out;
+}
+
+// Under link security a source packet's stream bytes are pieces of the send
+// buffer, not in the datagram (packet_io.h): the coder takes its symbol from
+// both, and the repair is the one the whole datagram gives.
+TEST(Fec, ASymbolTakenFromPiecesIsTheWholeDatagrams) {
+  std::mt19937 rng(5);
+  std::vector<uint8_t> dgram(1200);
+  for (auto& b : dgram) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> holed = dgram;
+  const io::TxPiece pieces[2] = {{dgram.data() + 100, 100, 300}, {dgram.data() + 700, 700, 500}};
+  for (const io::TxPiece& pc : pieces) std::fill_n(holed.begin() + pc.off, pc.len, uint8_t{0xEE});
+  auto repair_of = [](const std::vector<uint8_t>& d, std::span<const io::TxPiece> pcs) {
+    transport::FecCoder coder(transport::FecConfig{}, 1400);
+    uint32_t block = 0;
+    uint8_t index = 0;
+    coder.next_source(&block, &index);
+    const size_t hdr = transport::wire::kHeaderSize;
+    coder.add_source(77, d.data() + hdr, d.size() - hdr, 0, pcs, hdr);
+    EXPECT_TRUE(coder.repair_due());
+    std::vector<uint8_t> out(1600);
+    transport::wire::FrameWriter w(out.data(), out.size());
+    coder.write_repair(w, 78, TimePoint());
+    out.resize(w.size());
+    return out;
+  };
+  const auto want = repair_of(dgram, {});
+  EXPECT_EQ(repair_of(holed, pieces), want);
+  EXPECT_NE(repair_of(holed, {}), want);  // the holes matter
 }
 
 TEST(Fec, CleanPathSendsNoRepair) {
