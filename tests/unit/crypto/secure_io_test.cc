@@ -194,6 +194,30 @@ TEST(SecureIo, OpensInPlaceOverALendingBackend) {
   EXPECT_EQ(b.secure_stats().drops_total(), 1U);
 }
 
+// a over a backend that lends its transmit buffers and takes 5 datagrams
+// per burst (tools/tx_lending_io.h), b over the plain loopback; pump() runs
+// a's handshake side and collects what b delivers.
+struct LendingPair {
+  Keys k;
+  test::FakeClock clock;
+  io::LoopbackLink link{kMtu, 4096, 1};
+  test::TxLendingIo lender{link.a()};
+  SecureIo a{lender, options(k.a, k.b), clock.now()};
+  SecureIo b{link.b(), options(k.b, k.a), clock.now()};
+  std::vector<uint8_t> mem = std::vector<uint8_t>(size_t{16} * kMtu);
+  std::vector<io::RxDatagram> rx = std::vector<io::RxDatagram>(16);
+  std::vector<std::vector<uint8_t>> got;
+
+  void pump(Duration d) {
+    for (const TimePoint end = clock.now() + d; clock.now() < end; clock.advance(kStep)) {
+      a.recv_burst({rx.data(), 1}, clock.now());  // a's side of the handshake
+      for (size_t i = 0; i < rx.size(); ++i) rx[i] = io::RxDatagram{mem.data() + i * kMtu, kMtu};
+      const size_t n = b.recv_burst(rx, clock.now());
+      for (size_t i = 0; i < n; ++i) got.emplace_back(rx[i].data, rx[i].data + rx[i].len);
+    }
+  }
+};
+
 // Over a backend that lends its transmit buffers and takes 5 datagrams per
 // burst, the sender writes each plaintext where SecureIo lends (inside the
 // backend's buffer, past the record header) and passes refused ones again as
@@ -201,23 +225,13 @@ TEST(SecureIo, OpensInPlaceOverALendingBackend) {
 // plaintext lies, a refused one holds its plaintext again when send_burst
 // returns, and every payload arrives intact and in order.
 TEST(SecureIo, SealsInPlaceInALentBufferAndGivesARefusedOneItsPlaintextBack) {
-  Keys k;
-  test::FakeClock clock;
-  io::LoopbackLink link(kMtu, 4096, 1);
-  test::TxLendingIo lender(link.a());
-  SecureIo a(lender, options(k.a, k.b), clock.now());
-  SecureIo b(link.b(), options(k.b, k.a), clock.now());
-  std::vector<uint8_t> mem(size_t{16} * kMtu);
-  std::vector<io::RxDatagram> rx(16);
-  std::vector<std::vector<uint8_t>> got;
-  auto pump = [&](Duration d) {
-    for (const TimePoint end = clock.now() + d; clock.now() < end; clock.advance(kStep)) {
-      a.recv_burst({rx.data(), 1}, clock.now());  // a's side of the handshake
-      for (size_t i = 0; i < rx.size(); ++i) rx[i] = io::RxDatagram{mem.data() + i * kMtu, kMtu};
-      const size_t n = b.recv_burst(rx, clock.now());
-      for (size_t i = 0; i < n; ++i) got.emplace_back(rx[i].data, rx[i].data + rx[i].len);
-    }
-  };
+  LendingPair t;
+  SecureIo& a = t.a;
+  const SecureIo& b = t.b;
+  test::TxLendingIo& lender = t.lender;
+  test::FakeClock& clock = t.clock;
+  auto pump = [&t](Duration d) { t.pump(d); };
+  const auto& got = t.got;
   pump(Duration::from_ms(50));
   ASSERT_TRUE(a.has_session(clock.now()));
   const uint64_t sent_before = lender.lent_sent;
@@ -269,24 +283,13 @@ TEST(SecureIo, SealsInPlaceInALentBufferAndGivesARefusedOneItsPlaintextBack) {
 // a lent buffer or from a later one, and arrives whole; a refused one is
 // passed again as it is.
 TEST(SecureIo, SealsDatagramsWithPiecesReadWhereTheyLie) {
-  Keys k;
-  test::FakeClock clock;
-  io::LoopbackLink link(kMtu, 4096, 1);
-  test::TxLendingIo lender(link.a());
-  SecureIo a(lender, options(k.a, k.b), clock.now());
-  SecureIo b(link.b(), options(k.b, k.a), clock.now());
+  LendingPair t;
+  SecureIo& a = t.a;
+  const SecureIo& b = t.b;
+  test::FakeClock& clock = t.clock;
+  auto pump = [&t](Duration d) { t.pump(d); };
+  const auto& got = t.got;
   ASSERT_TRUE(a.takes_pieces());
-  std::vector<uint8_t> mem(size_t{16} * kMtu);
-  std::vector<io::RxDatagram> rx(16);
-  std::vector<std::vector<uint8_t>> got;
-  auto pump = [&](Duration d) {
-    for (const TimePoint end = clock.now() + d; clock.now() < end; clock.advance(kStep)) {
-      a.recv_burst({rx.data(), 1}, clock.now());
-      for (size_t i = 0; i < rx.size(); ++i) rx[i] = io::RxDatagram{mem.data() + i * kMtu, kMtu};
-      const size_t n = b.recv_burst(rx, clock.now());
-      for (size_t i = 0; i < n; ++i) got.emplace_back(rx[i].data, rx[i].data + rx[i].len);
-    }
-  };
   pump(Duration::from_ms(50));
   ASSERT_TRUE(a.has_session(clock.now()));
   std::vector<std::vector<uint8_t>> sources(72);  // where the pieces lie
@@ -319,7 +322,7 @@ TEST(SecureIo, SealsDatagramsWithPiecesReadWhereTheyLie) {
   pump(Duration::from_ms(20));
   ASSERT_EQ(got.size(), 72U);
   for (uint32_t i = 0; i < 72; ++i) EXPECT_EQ(got[i], sources[i]) << i;
-  EXPECT_GT(lender.refused, 0U);
+  EXPECT_GT(t.lender.refused, 0U);
   EXPECT_GE(a.secure_stats().tx_sealed_pieces, 72U);
   EXPECT_EQ(b.secure_stats().drops_total(), 0U);
   // Pieces out of order or past the datagram are refused, never sent.
