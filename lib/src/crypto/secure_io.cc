@@ -201,18 +201,13 @@ bool SecureIo::seal_pieces(Session& s, const io::TxDatagram& p, uint8_t* out) no
   // piece from where it lies (the transport's send buffer).
   std::array<AesGcm::Run, 2 * io::kMaxTxPieces + 1> runs;
   size_t n = 0;
-  uint32_t pos = 0;
-  for (size_t j = 0; j < p.npieces; ++j) {
-    const io::TxPiece& pc = p.pieces[j];
-    if (pc.off < pos || pc.off + pc.len > p.len) {
-      ++sstats_.tx_crypto_errors;  // malformed by the caller: never sent
-      return false;
-    }
-    if (pc.off > pos) runs[n++] = AesGcm::Run{p.data + pos, pc.off - pos};
-    runs[n++] = AesGcm::Run{pc.src, pc.len};
-    pos = pc.off + pc.len;
+  if (p.npieces > io::kMaxTxPieces ||
+      !io::for_each_run(p.data, p.len, p.pieces, p.npieces, 0, [&](const uint8_t* src, size_t len) {
+        runs[n++] = {src, len};
+      })) {
+    ++sstats_.tx_crypto_errors;  // malformed by the caller: never sent
+    return false;
   }
-  if (pos < p.len) runs[n++] = AesGcm::Run{p.data + pos, p.len - pos};
   const uint64_t counter = start_record(s, out);
   if (!s.send.seal_runs(AesGcm::nonce(counter), out, kDataHeaderSize, runs.data(), n,
                         out + kDataHeaderSize, out + kDataHeaderSize + p.len)) {

@@ -50,6 +50,30 @@ struct TxDatagram {
   uint8_t npieces = 0;
 };
 
+/// Walks bytes `base` .. `base + len` of a datagram with pieces as it is
+/// sent: f(src, n) for each non-empty run in order, the buffer's bytes
+/// (`data`, which starts at offset `base`) between the pieces and each piece
+/// where it lies. False, before any call, when the pieces are out of order
+/// or outside that range.
+template <class F>
+bool for_each_run(const uint8_t* data, size_t len, const TxPiece* pieces, size_t n, size_t base,
+                  F&& f) {
+  size_t pos = base;
+  for (size_t j = 0; j < n; ++j) {
+    if (pieces[j].off < pos || pieces[j].off + pieces[j].len > base + len) return false;
+    pos = pieces[j].off + pieces[j].len;
+  }
+  pos = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const size_t off = pieces[j].off - base;
+    if (off > pos) f(data + pos, off - pos);
+    if (pieces[j].len > 0) f(pieces[j].src, pieces[j].len);
+    pos = off + pieces[j].len;
+  }
+  if (pos < len) f(data + pos, len - pos);
+  return true;
+}
+
 /// Copies a datagram's pieces into its buffer `data` (the datagram's own,
 /// writable), so that it is whole.
 inline void fill_pieces(uint8_t* data, const TxPiece* pieces, size_t n) noexcept {

@@ -60,47 +60,32 @@ uint64_t ChunkRing::ensure(ChunkPool& pool, uint64_t from, uint64_t to) {
 
 void ChunkRing::write(const ChunkPool& pool, uint64_t off, const uint8_t* src, uint64_t n) {
   if (!pool.backed() || src == nullptr) return;
-  const uint64_t cs = pool.chunk_size();
-  while (n > 0) {
-    const uint64_t rel = off - base_;
-    const uint64_t in = rel % cs;
-    const uint64_t take = std::min(n, cs - in);
-    std::memcpy(pool.data(slot(rel / cs)) + in, src, take);
-    off += take;
+  walk(pool, off, n, [&src](uint8_t* p, uint64_t take) {
+    std::memcpy(p, src, take);
     src += take;
-    n -= take;
-  }
+    return true;
+  });
 }
 
 void ChunkRing::read(const ChunkPool& pool, uint64_t off, uint8_t* dst, uint64_t n) const {
   if (!pool.backed() || dst == nullptr) return;
-  const uint64_t cs = pool.chunk_size();
-  while (n > 0) {
-    const uint64_t rel = off - base_;
-    const uint64_t in = rel % cs;
-    const uint64_t take = std::min(n, cs - in);
-    std::memcpy(dst, pool.data(slot(rel / cs)) + in, take);
-    off += take;
+  walk(pool, off, n, [&dst](const uint8_t* p, uint64_t take) {
+    std::memcpy(dst, p, take);
     dst += take;
-    n -= take;
-  }
+    return true;
+  });
 }
 
 size_t ChunkRing::runs(const ChunkPool& pool, uint64_t off, uint64_t n, Run* out,
                        size_t max) const {
   if (!pool.backed()) return 0;
-  const uint64_t cs = pool.chunk_size();
   size_t k = 0;
-  while (n > 0) {
-    if (k == max) return 0;
-    const uint64_t rel = off - base_;
-    const uint64_t in = rel % cs;
-    const uint64_t take = std::min(n, cs - in);
-    out[k++] = Run{pool.data(slot(rel / cs)) + in, static_cast<uint32_t>(take)};
-    off += take;
-    n -= take;
-  }
-  return k;
+  const bool all = walk(pool, off, n, [&](const uint8_t* p, uint64_t take) {
+    if (k == max) return false;
+    out[k++] = Run{p, static_cast<uint32_t>(take)};
+    return true;
+  });
+  return all ? k : 0;
 }
 
 void ChunkRing::release_below(ChunkPool& pool, uint64_t off) {

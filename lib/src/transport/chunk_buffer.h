@@ -10,6 +10,7 @@
 // Threading: owned by one connection; single-threaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -89,6 +90,21 @@ class ChunkRing {
   uint32_t chunks_held() const { return held_; }
 
  private:
+  /// f(bytes, n) for each chunk's part of [off, off + n) (writable), in order, while
+  /// f returns true; returns whether it went through (backed pools only).
+  template <class F>
+  bool walk(const ChunkPool& pool, uint64_t off, uint64_t n, F&& f) const {
+    const uint64_t cs = pool.chunk_size();
+    while (n > 0) {
+      const uint64_t rel = off - base_;
+      const uint64_t in = rel % cs;
+      const uint64_t take = std::min(n, cs - in);
+      if (!f(pool.data(slot(rel / cs)) + in, take)) return false;
+      off += take;
+      n -= take;
+    }
+    return true;
+  }
   uint32_t& slot(uint64_t i) { return slots_[(head_ + i) & (slots_.size() - 1)]; }
   uint32_t slot(uint64_t i) const { return slots_[(head_ + i) & (slots_.size() - 1)]; }
   void grow(uint64_t need);

@@ -47,14 +47,11 @@ void FecCoder::add_source(uint64_t pn, const uint8_t* frames, size_t len, size_t
   if (dst != nullptr) {
     // The symbol is the frames as sent: the buffer's bytes between the
     // pieces, and each piece from where it lies (the send buffer).
-    size_t pos = 0;
-    for (const io::TxPiece& pc : pieces) {
-      const size_t off = pc.off - frames_off;
-      std::memcpy(dst + pos, frames + pos, off - pos);
-      std::memcpy(dst + off, pc.src, pc.len);
-      pos = off + pc.len;
-    }
-    std::memcpy(dst + pos, frames + pos, len - pos);
+    io::for_each_run(frames, len, pieces.data(), pieces.size(), frames_off,
+                     [&dst](const uint8_t* src, size_t n) {
+                       std::memcpy(dst, src, n);
+                       dst += n;
+                     });
   }
   wire_longest_ = std::max(wire_longest_, fec::kLengthPrefix + kPnBytes + len + elided);
   // Repair credit: the overhead cap's share of every source packet.
