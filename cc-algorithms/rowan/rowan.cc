@@ -110,8 +110,13 @@ bool Rowan::carries_link() const {
 }
 
 bool Rowan::calm_path() const {
-  return mode_ == Mode::kDelay && !draining_ && carries_link() && queue_valid_ &&
-         queue_ <= target() && floor_.is_zero();
+  // A queue no longer than the flow's own flight above the BDP (as time at
+  // the link) is the flow's own: alone on the path, a queue cannot exceed
+  // it. One target of margin for the round minima's noise.
+  if (mode_ != Mode::kDelay || draining_ || !carries_link() || !queue_valid_) return false;
+  const Bytes bdp1 = bdp(bw_max_.get(), 1.0);
+  const Duration own = cwnd_ > bdp1 ? capacity().transfer_time(cwnd_ - bdp1) : Duration::zero();
+  return queue_ <= own + target();
 }
 
 uint32_t Rowan::max_cycle_rounds() const {

@@ -147,8 +147,8 @@ class Rowan final : public CongestionController {
   BitsPerSec floor_rate() const;
   /// The flow carries nearly all of the hinted link (kCarriesLink of it).
   bool carries_link() const;
-  /// Delay mode on a calm path the flow carries: no standing queue above
-  /// target, no floor, no drain (the cruise may stretch).
+  /// Delay mode on a calm path the flow carries: no standing queue (floor
+  /// included) above target, no drain (the cruise may stretch).
   bool calm_path() const;
   /// The longest cycle a calm flow stretches to, in rounds.
   uint32_t max_cycle_rounds() const;
