@@ -28,12 +28,6 @@ constexpr double kCarriesLink = 0.9;
 // ... over this many answer tests in a row (a windfall while other flows
 // drain for their min RTT lasts a bw window, one or two tests).
 constexpr uint8_t kFloorTests = 4;
-// A calm flow that carries the link probes less often (BBRv2's PROBE_BW
-// cadence): each probe that finds nothing doubles the cycle, up to 64 rounds
-// (BBRv2's Reno-coexistence bound) or 2 s of rounds, whichever is less.
-constexpr uint32_t kMaxCycleRounds = 64;
-constexpr Duration kMaxCycleTime = Duration::from_s(2);
-constexpr uint32_t kMaxCalmDoublings = 3;
 constexpr Duration kExtraAckedMaxTime = Duration::from_ms(100);
 constexpr double kPacingMargin = 0.99;                   // model mode paces 1 % under bw (BBR)
 constexpr Duration kDrainTime = Duration::from_ms(200);  // min-RTT drain: 200 ms or a round
@@ -107,25 +101,6 @@ BitsPerSec Rowan::capacity() const { return std::max(hints_.link_rate, rate()); 
 
 bool Rowan::carries_link() const {
   return !hints_.link_rate.is_zero() && bw_max_.get() >= hints_.link_rate.scaled(kCarriesLink);
-}
-
-bool Rowan::calm_path() const {
-  // The queue includes any floor, so a floor above target is not calm, nor
-  // is another flow's: a delay-mode competitor holds at least its own
-  // target (a small one more than this flow's), a startup or a
-  // buffer-filler far more. (A bound of two targets let a flow that carried
-  // the link stay calm beside newcomers that it then starved: Jain 0.52 for
-  // 8 staggered flows, sim test RowanFlowsConvergeToEqualShares.)
-  return mode_ == Mode::kDelay && !draining_ && carries_link() && queue_valid_ &&
-         queue_ <= target();
-}
-
-uint32_t Rowan::max_cycle_rounds() const {
-  const Duration rtt = rtt_or_hint();
-  const uint64_t by_time =
-      rtt.ns() <= 0 ? kMaxCycleRounds : static_cast<uint64_t>(kMaxCycleTime.ns() / rtt.ns());
-  return static_cast<uint32_t>(
-      std::max<uint64_t>(config_.probe_rounds, std::min<uint64_t>(kMaxCycleRounds, by_time)));
 }
 
 BitsPerSec Rowan::floor_rate() const {
@@ -562,8 +537,6 @@ void Rowan::enter_mode(Mode m, bool is_switch) {
   rng_ ^= rng_ >> 17;
   rng_ ^= rng_ << 5;
   cycle_idx_ = 2 + rng_ % std::max<uint32_t>(config_.probe_rounds - 2, 1);
-  calm_probes_ = 0;
-  cruise_left_ = 0;
   probe_extra_ = target();
   probe_bw0_ = bw_max_.get();
 }
@@ -605,23 +578,6 @@ void Rowan::advance_cycle(const AckEvent& ev) {
         probe_extra_ = std::min(probe_extra_ * 2, rtt / 4);
         cycle_idx_ = config_.probe_rounds - 1;
         next = true;
-        calm_probes_ = 0;
-        cruise_left_ = 0;
-      }
-    }
-    // The stretched cruise (BBRv2's cadence, kMaxCycleRounds): a flow that
-    // carries the link with no standing queue, whose last probes found
-    // nothing, has little to find: each probe would only put its excess in
-    // the queue for a round or two. It keeps cruising, and goes back to the
-    // short cycle as soon as a queue, a floor or a competitor shows up.
-    if (next && cycle_idx_ == config_.probe_rounds - 1 && cruise_left_ > 0) {
-      if (calm_path()) {
-        --cruise_left_;
-        cycle_stamp_ = ev.now;
-        next = false;
-      } else {
-        cruise_left_ = 0;
-        calm_probes_ = 0;
       }
     }
   }
@@ -631,10 +587,6 @@ void Rowan::advance_cycle(const AckEvent& ev) {
     if (cycle_idx_ == 0) {
       if (probe_bw0_.is_zero() || bw <= probe_bw0_) probe_extra_ = std::max(target(), headroom_);
       probe_bw0_ = bw;
-      calm_probes_ = calm_path() ? std::min(calm_probes_ + 1, kMaxCalmDoublings) : 0;
-    } else if (cycle_idx_ == 2) {
-      const uint32_t len = std::min(config_.probe_rounds << calm_probes_, max_cycle_rounds());
-      cruise_left_ = len > config_.probe_rounds ? len - config_.probe_rounds : 0;
     }
     answer_test_phase(ev.now);
   }

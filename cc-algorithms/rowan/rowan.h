@@ -147,11 +147,6 @@ class Rowan final : public CongestionController {
   BitsPerSec floor_rate() const;
   /// The flow carries nearly all of the hinted link (kCarriesLink of it).
   bool carries_link() const;
-  /// Delay mode on a calm path the flow carries: no standing queue (floor
-  /// included) above target, no drain (the cruise may stretch).
-  bool calm_path() const;
-  /// The longest cycle a calm flow stretches to, in rounds.
-  uint32_t max_cycle_rounds() const;
   /// The last round's standing queue above the delay floor.
   Duration queue_above_floor() const { return queue_ - std::min(floor_, queue_); }
 
@@ -234,8 +229,6 @@ class Rowan final : public CongestionController {
   uint32_t cycle_idx_ = 0;
   TimePoint cycle_stamp_;
   uint32_t calm_ = 0;
-  uint32_t calm_probes_ = 0;      ///< probes in a row that found nothing on a calm path
-  uint32_t cruise_left_ = 0;      ///< rounds the cruise is stretched by before the next probe
   uint32_t model_rounds_ = 0;     ///< rounds since model mode began
   uint32_t trial_interval_ = 64;  ///< model-mode rounds before a delay-mode trial
   bool trial_ = false;            ///< delay mode is on trial (entered from model mode)
