@@ -731,10 +731,6 @@ void Rowan::set_outputs() {
         if (queue_answers_ && queue_valid_ && q > target()) {
           const Bytes cut = bw.bytes_in(q - target());
           slack = slack > cut ? slack - cut : 0;
-        } else if (!carries_link() && queue_valid_ && q > target()) {
-          // Trial: flows share the link and a queue stands above this
-          // flow's target; the same two packets of slack for every flow.
-          slack = std::min(slack, 2 * mss_);
         }
         const Bytes up = excess_bytes(extra);
         // A floor is time every byte spends on the path outside any queue:
